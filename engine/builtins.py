@@ -1,0 +1,349 @@
+"""The 13 builtin `evolve_*` tools (§115-§133, SPEC A.3): the agent's way to read and change its own
+prompts and hooks. Texts and messages follow the original host so that agents and tests written for
+it keep working."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta, timezone
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from .paths import PathRefused, safe_path
+from .schema import SCHEMA_DIALECT
+from .workspace import PROMPT_CONTRACT, PROMPT_FILES
+
+if TYPE_CHECKING:
+    from .runtime import CallContext, Engine
+
+DEFAULT_READ_LIMIT = 2000
+
+_PROMPT_PARAM = {
+    "type": "string",
+    "enum": list(PROMPT_FILES),
+    "description": "prompt filename in prompts/. must be one of the contract files:\n"
+    + "\n".join(f"  - {f}: {stage} stage default" for stage, f in PROMPT_CONTRACT.items()),
+}
+_HOOK_PARAM = {"type": "string", "description": "hook filename in hooks/ (e.g. from evolve_hook_list)"}
+_OFFSET = {"type": "number", "description": "line number to start reading from (1-indexed)"}
+_LIMIT = {"type": "number", "description": f"maximum number of lines to read (default {DEFAULT_READ_LIMIT})"}
+_OLD = {"type": "string", "description": "the exact text to replace"}
+_NEW = {"type": "string", "description": "the text to replace it with"}
+_ALL = {"type": "boolean", "description": "replace every occurrence of oldString (default false)"}
+
+
+def _schema(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"$schema": SCHEMA_DIALECT, "type": "object", "properties": properties, "required": required}
+
+
+@dataclass(frozen=True)
+class Builtin:
+    name: str
+    description: str
+    schema: dict[str, Any]
+    run: Callable[[Engine, dict[str, Any], CallContext], Awaitable[str]]
+    # For tools that ask opencode's permission system: the argument whose value is the pattern.
+    permission_arg: str | None = None
+
+
+def format_datetime(moment: datetime) -> str:
+    """`YYYY-MM-DDTHH:MM:SS.mmm±HH:MM` (§117), UTC shown as +00:00."""
+    offset = moment.utcoffset() or timedelta(0)
+    sign = "-" if offset < timedelta(0) else "+"
+    minutes = abs(int(offset.total_seconds())) // 60
+    return (
+        moment.strftime("%Y-%m-%dT%H:%M:%S.")
+        + f"{moment.microsecond // 1000:03d}{sign}{minutes // 60:02d}:{minutes % 60:02d}"
+    )
+
+
+def slice_lines(content: str, offset: object, limit: object) -> str:
+    """Lines [offset-1, offset-1+limit) joined with newlines; offset 0 or missing starts at line 1."""
+    start = max(int(offset) - 1, 0) if isinstance(offset, (int, float)) and offset else 0
+    count = int(limit) if isinstance(limit, (int, float)) else DEFAULT_READ_LIMIT
+    if count <= 0:
+        return ""
+    return "\n".join(content.split("\n")[start : start + count])
+
+
+class EditFailed(ValueError):
+    pass
+
+
+def edit_content(content: str, old: str, new: str, replace_all: bool) -> str:
+    """Replace `old` by `new` once (it must occur exactly once) or everywhere (§123)."""
+    if old == "":
+        raise EditFailed("failed: oldString must not be empty")
+    count = content.count(old)
+    if count == 0:
+        raise EditFailed("failed: oldString not found")
+    if count > 1 and not replace_all:
+        raise EditFailed(f"failed: {count} matches for oldString, expected 1 (use replaceAll to replace all)")
+    return content.replace(old, new) if replace_all else content.replace(old, new, 1)
+
+
+async def _datetime(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
+    name = args.get("timezone") or "UTC"
+    try:
+        zone: timezone | ZoneInfo = UTC if name in ("UTC", "utc", "Z") else ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError):
+        return f"error: unknown time zone: {name} (use an IANA name such as Europe/Paris)"
+    return format_datetime(datetime.now(zone))
+
+
+async def _heartbeat_time(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
+    value = engine.state.read().get("heartbeat_time")
+    return str(value) if value else "no heartbeat has run yet"
+
+
+async def _prompt_list(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
+    lines = ["prompt contract:"]
+    for stage, name in PROMPT_CONTRACT.items():
+        present = (engine.workspace.prompts_dir / name).is_file()
+        lines.append(f"{name} ({stage}) — {'present' if present else 'missing'}")
+    return "\n".join(lines)
+
+
+async def _prompt_read(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
+    name = args["prompt"]
+    path = engine.workspace.prompts_dir / name
+    if not path.is_file():
+        return f"error: not found: prompts/{name}"
+    return slice_lines(
+        path.read_text(encoding="utf-8", errors="replace"), args.get("offset"), args.get("limit")
+    )
+
+
+async def _prompt_write(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
+    name = args["prompt"]
+    return await engine.change_file(
+        engine.workspace.prompts_dir / name,
+        f"prompts/{name}",
+        lambda _old: args["content"],
+        message=f"write prompt {name}",
+        success=f"successfully wrote {name}",
+        ctx=ctx,
+    )
+
+
+async def _prompt_edit(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
+    name = args["prompt"]
+    return await engine.change_file(
+        engine.workspace.prompts_dir / name,
+        f"prompts/{name}",
+        lambda old: edit_content(old, args["oldString"], args["newString"], bool(args.get("replaceAll"))),
+        message=f"edit prompt {name}",
+        success=f"successfully edited {name}",
+        ctx=ctx,
+    )
+
+
+async def _hook_list(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
+    return "available hooks: " + ", ".join(h.name for h in engine.hooks)
+
+
+def _hook_path(engine: Engine, hook: str) -> str | os.PathLike[str]:
+    try:
+        return safe_path(engine.workspace.hooks_dir, hook, "hooks")
+    except PathRefused as exc:
+        return f"error: {exc}"
+
+
+async def _hook_read(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
+    path = _hook_path(engine, args["hook"])
+    if isinstance(path, str):
+        return path
+    if not os.path.isfile(path):
+        return f"error: not found: hooks/{args['hook']}"
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        return slice_lines(fh.read(), args.get("offset"), args.get("limit"))
+
+
+async def _hook_write(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
+    return await _change_hook(engine, args["hook"], lambda _old: args["content"], "write", "wrote", ctx)
+
+
+async def _hook_edit(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
+    return await _change_hook(
+        engine,
+        args["hook"],
+        lambda old: edit_content(old, args["oldString"], args["newString"], bool(args.get("replaceAll"))),
+        "edit",
+        "edited",
+        ctx,
+    )
+
+
+async def _change_hook(
+    engine: Engine, hook: str, change: Callable[[str], str], verb: str, done: str, ctx: CallContext
+) -> str:
+    path = _hook_path(engine, hook)
+    if isinstance(path, str):
+        return path
+    return await engine.change_file(
+        os.fspath(path),
+        f"hooks/{hook}",
+        change,
+        message=f"{verb} hook {hook}",
+        success=f"successfully {done} {hook}",
+        ctx=ctx,
+        hook=hook,
+    )
+
+
+async def _hook_validate(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
+    path = _hook_path(engine, args["hook"])
+    if isinstance(path, str):
+        return path
+    result = await engine.validate_hook(args["hook"], args["content"])
+    return "validation passed" if result.ok else "validation failed:\n" + result.output
+
+
+async def _tool_list(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
+    lines = ["available tools:"]
+    for tool in engine.hook_tools().values():
+        params = []
+        for pname, spec in tool.parameters.items():
+            desc = (
+                spec
+                if isinstance(spec, str)
+                else (spec.get("description") or pname)
+                if isinstance(spec, dict)
+                else pname
+            )
+            params.append(f"{pname}: {desc}")
+        lines.append(f"  {tool.name}({', '.join(params)}): {tool.description}")
+    return "\n".join(lines)
+
+
+async def _tool_invoke(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
+    inner_args = args.get("args") or {}
+    return await engine.run_hook_tool(args["name"], inner_args, ctx)
+
+
+BUILTINS: dict[str, Builtin] = {
+    b.name: b
+    for b in [
+        Builtin(
+            "evolve_datetime",
+            "Current date and time as YYYY-MM-DDTHH:MM:SS.mmm±HH:MM (UTC unless a time zone is given).",
+            _schema(
+                {
+                    "timezone": {
+                        "type": "string",
+                        "description": "IANA time zone, e.g. Europe/Paris (default UTC)",
+                    }
+                },
+                [],
+            ),
+            _datetime,
+        ),
+        Builtin(
+            "evolve_heartbeat_time", "Time of the last completed heartbeat.", _schema({}, []), _heartbeat_time
+        ),
+        Builtin(
+            "evolve_prompt_list",
+            "List the prompt contract files in prompts/ and whether each is present.",
+            _schema({}, []),
+            _prompt_list,
+        ),
+        Builtin(
+            "evolve_prompt_read",
+            "Read a prompt contract file from prompts/.",
+            _schema({"prompt": _PROMPT_PARAM, "offset": _OFFSET, "limit": _LIMIT}, ["prompt"]),
+            _prompt_read,
+        ),
+        Builtin(
+            "evolve_prompt_write",
+            "Overwrite an existing prompt contract file in prompts/ (cannot create new files). The change is committed to git.",
+            _schema(
+                {"prompt": _PROMPT_PARAM, "content": {"type": "string", "description": "the new content"}},
+                ["prompt", "content"],
+            ),
+            _prompt_write,
+        ),
+        Builtin(
+            "evolve_prompt_edit",
+            "Replace text in an existing prompt contract file in prompts/. The change is committed to git.",
+            _schema(
+                {"prompt": _PROMPT_PARAM, "oldString": _OLD, "newString": _NEW, "replaceAll": _ALL},
+                ["prompt", "oldString", "newString"],
+            ),
+            _prompt_edit,
+        ),
+        Builtin("evolve_hook_list", "List the hook scripts in hooks/.", _schema({}, []), _hook_list),
+        Builtin(
+            "evolve_hook_read",
+            "Read a hook script from hooks/.",
+            _schema({"hook": _HOOK_PARAM, "offset": _OFFSET, "limit": _LIMIT}, ["hook"]),
+            _hook_read,
+        ),
+        Builtin(
+            "evolve_hook_write",
+            "Overwrite an existing hook script in hooks/ (cannot create new files). The new version must pass "
+            "the hook's registered test first; then it is installed, committed to git and re-discovered.",
+            _schema(
+                {
+                    "hook": _HOOK_PARAM,
+                    "content": {"type": "string", "description": "the complete new script"},
+                },
+                ["hook", "content"],
+            ),
+            _hook_write,
+            permission_arg="hook",
+        ),
+        Builtin(
+            "evolve_hook_edit",
+            "Replace text in an existing hook script in hooks/. The edited version must pass the hook's "
+            "registered test first; then it is installed, committed to git and re-discovered.",
+            _schema(
+                {"hook": _HOOK_PARAM, "oldString": _OLD, "newString": _NEW, "replaceAll": _ALL},
+                ["hook", "oldString", "newString"],
+            ),
+            _hook_edit,
+            permission_arg="hook",
+        ),
+        Builtin(
+            "evolve_hook_validate",
+            "Run a hook's registered test against a candidate version without installing it.",
+            _schema(
+                {"hook": _HOOK_PARAM, "content": {"type": "string", "description": "the candidate script"}},
+                ["hook", "content"],
+            ),
+            _hook_validate,
+        ),
+        Builtin(
+            "evolve_tool_list",
+            "List the tools defined by hooks, with their parameters.",
+            _schema({}, []),
+            _tool_list,
+        ),
+        Builtin(
+            "evolve_tool_invoke",
+            "Call a tool defined by a hook by its full name (see evolve_tool_list), e.g. tools added since the session started.",
+            _schema(
+                {
+                    "name": {"type": "string", "description": "full tool name, <hook>_<tool>"},
+                    "args": {
+                        "type": "object",
+                        "propertyNames": {"type": "string"},
+                        "additionalProperties": {},
+                        "description": "the tool's arguments",
+                    },
+                },
+                ["name"],
+            ),
+            _tool_invoke,
+        ),
+    ]
+}
+
+
+def dumps_result(value: object) -> str:
+    """A hook tool's `result` as the text the agent sees: `result || "done"` (§102)."""
+    if value is None or value == "" or value is False or value == 0:
+        return "done"
+    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

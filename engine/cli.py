@@ -1,0 +1,286 @@
+"""The `evolve` command line. Output that a program reads is JSON; messages for people go to stderr."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import os
+import shutil
+import sys
+from collections.abc import Coroutine, Sequence
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from . import __version__
+from .dispatch import STAGES
+from .doctor import diagnose
+from .gitstore import GitError, GitStore
+from .runtime import Engine
+from .workspace import resolve_workspace
+
+
+class UsageError(Exception):
+    """A mistake in how the command was called: printed without a traceback, exit status 2."""
+
+
+def _print_json(value: Any) -> None:
+    json.dump(value, sys.stdout, indent=2, ensure_ascii=False)
+    sys.stdout.write("\n")
+
+
+def _workspace(args: argparse.Namespace, must_exist: bool = True) -> Path:
+    root = resolve_workspace(getattr(args, "workspace", None) or getattr(args, "dir", None))
+    if must_exist and not root.is_dir():
+        raise UsageError(f"workspace {root} does not exist; create one with: evolve init {root}")
+    return root
+
+
+def _json_arg(text: str | None, file: str | None, what: str) -> Any:
+    if text is not None and file is not None:
+        raise UsageError(f"give {what} either inline or as a file, not both")
+    if file is not None:
+        try:
+            text = Path(file).read_text(encoding="utf-8") if file != "-" else sys.stdin.read()
+        except OSError as exc:
+            raise UsageError(f"cannot read {file}: {exc.strerror}") from exc
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"{what} is not valid JSON: {exc}") from exc
+
+
+async def _with_engine(root: Path, work: Any) -> int:
+    engine = Engine(root)
+    try:
+        await engine.start()
+        result: int = await work(engine)
+        return result
+    finally:
+        await engine.close()
+
+
+# ---- commands ---------------------------------------------------------------------------------
+
+
+def example_files() -> Any:
+    return resources.files("engine") / "example"
+
+
+def cmd_init(args: argparse.Namespace) -> int:
+    root = _workspace(args, must_exist=False)
+    root.mkdir(parents=True, exist_ok=True)
+    created: list[str] = []
+    kept: list[str] = []
+
+    def copy_tree(src: Any, rel: str) -> None:
+        for entry in sorted(src.iterdir(), key=lambda e: e.name):
+            if entry.name == "__pycache__":
+                continue
+            target_rel = f"{rel}{entry.name}"
+            target = root / target_rel
+            if entry.is_dir():
+                target.mkdir(parents=True, exist_ok=True)
+                copy_tree(entry, target_rel + "/")
+            elif target.exists() or target.is_symlink():
+                kept.append(target_rel)
+            else:
+                with resources.as_file(entry) as path:
+                    shutil.copy2(path, target)
+                created.append(target_rel)
+
+    copy_tree(example_files(), "")
+    store = GitStore(root)
+    try:
+        commit = store.ensure()
+        if commit is None and created:
+            commit = store.commit(
+                "evolve init: example files", {"Origin": "operator", "Tool": "evolve init"}, created
+            )
+    except GitError as exc:
+        print(f"evolve init: {exc}", file=sys.stderr)
+        return 1
+    _print_json(
+        {"workspace": str(root), "created": created, "kept": kept, "commit": commit.sha if commit else None}
+    )
+    for rel in kept:
+        print(f"kept existing {rel}", file=sys.stderr)
+    return 0
+
+
+def cmd_stage(args: argparse.Namespace) -> int:
+    root = _workspace(args)
+    context = _json_arg(args.input, args.input_file, "--input")
+    if context is None:
+        context = {}
+    if not isinstance(context, dict):
+        raise UsageError("--input must be a JSON object (the stage context)")
+    if args.stage not in STAGES:
+        print(f"note: {args.stage!r} is not a standard stage ({', '.join(STAGES)})", file=sys.stderr)
+
+    async def work(engine: Engine) -> int:
+        if args.stage == "discover":
+            await engine.discover()
+            _print_json(
+                {
+                    r.file.name: {
+                        "name": r.name,
+                        "test": r.test,
+                        "tools": [t.name for t in r.tools],
+                        "problems": r.problems,
+                    }
+                    for r in engine.registrations.values()
+                }
+            )
+            return 0
+        result = await engine.dispatch(args.stage, context, session=args.session)
+        if args.verbose:
+            out = result.to_dict()
+            if engine.journal is not None:
+                engine.journal.flush()
+                by_id = {r.id: r for r in engine.journal.runs(dispatch_id=result.id, limit=10_000)}
+                out["runs"] = [by_id[i].to_dict() for i in result.runs if i in by_id]
+            _print_json(out)
+        else:
+            _print_json(result.merged)
+        for hook in result.failed:
+            print(
+                f"hooks/{hook} failed during {args.stage}" + (" (recover ran)" if result.recovered else ""),
+                file=sys.stderr,
+            )
+        return 0
+
+    return asyncio.run(_with_engine(root, work))
+
+
+def cmd_tools(args: argparse.Namespace) -> int:
+    root = _workspace(args)
+
+    async def work(engine: Engine) -> int:
+        specs = engine.tool_specs()
+        if args.json:
+            _print_json([s.to_dict() for s in specs])
+            return 0
+        for spec in specs:
+            props = spec.schema.get("properties", {})
+            required = set(spec.schema.get("required", []))
+            params = ", ".join(f"{p}{'' if p in required else '?'}" for p in props)
+            perm = f"  [permission: {spec.permission}]" if spec.permission else ""
+            print(f"{spec.name}({params})  <{spec.origin}>{perm}\n    {spec.description}")
+        return 0
+
+    return asyncio.run(_with_engine(root, work))
+
+
+def cmd_call(args: argparse.Namespace) -> int:
+    root = _workspace(args)
+    tool_args = _json_arg(args.args, args.args_file, "--args")
+    if tool_args is None:
+        tool_args = {}
+    if not isinstance(tool_args, dict):
+        raise UsageError("--args must be a JSON object")
+
+    async def work(engine: Engine) -> int:
+        call = await engine.call_tool(
+            args.tool, tool_args, session=args.session, call_id=args.call_id, origin="operator"
+        )
+        if args.json:
+            _print_json(call.to_dict())
+        else:
+            print(call.output)
+        return 1 if call.error else 0
+
+    return asyncio.run(_with_engine(root, work))
+
+
+def cmd_doctor(args: argparse.Namespace) -> int:
+    root = _workspace(args, must_exist=False)
+    report = asyncio.run(diagnose(root))
+    if args.json:
+        _print_json(report.to_dict())
+    else:
+        for finding in report.findings:
+            print(f"{finding.level:7} {finding.where}: {finding.message}")
+        print(report.summary())
+    return 0 if report.healthy else 1
+
+
+# ---- parser -----------------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--workspace",
+        metavar="DIR",
+        help="the workspace (default: $OPENCODE_EVOLVE_WORKSPACE, else ~/workspace)",
+    )
+    parser = argparse.ArgumentParser(
+        prog="evolve", description="Runtime and tools for self-modifying opencode agents.", parents=[common]
+    )
+    parser.add_argument("--version", action="version", version=f"evolve {__version__}")
+    parser.add_argument(
+        "--log-level",
+        default=os.environ.get("EVOLVE_LOG_LEVEL", "WARNING"),
+        help="engine log level on stderr (default WARNING)",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("init", parents=[common], help="create an example workspace (never overwrites a file)")
+    p.add_argument("dir", nargs="?", metavar="DIR", help="where (default: the workspace)")
+    p.set_defaults(func=cmd_init)
+
+    p = sub.add_parser(
+        "stage", parents=[common], help="dispatch one stage to every hook, print the merged result"
+    )
+    p.add_argument("stage", metavar="STAGE", help=f"one of {', '.join(STAGES)}")
+    p.add_argument("--input", metavar="JSON", help="the stage context as a JSON object")
+    p.add_argument("--input-file", metavar="FILE", help="read the context from FILE (- for stdin)")
+    p.add_argument("--session", metavar="ID", help="bind the call to a session (adds its history)")
+    p.add_argument(
+        "--verbose", "-v", action="store_true", help="print the whole dispatch with every hook run"
+    )
+    p.set_defaults(func=cmd_stage)
+
+    p = sub.add_parser("tools", parents=[common], help="list every tool with its JSON Schema and permission")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=cmd_tools)
+
+    p = sub.add_parser("call", parents=[common], help="call a tool exactly as the agent would")
+    p.add_argument("tool", metavar="TOOL")
+    p.add_argument("--args", metavar="JSON", help="the arguments as a JSON object")
+    p.add_argument("--args-file", metavar="FILE", help="read the arguments from FILE (- for stdin)")
+    p.add_argument("--session", metavar="ID")
+    p.add_argument("--call-id", metavar="ID", help="recorded in the commit trailers")
+    p.add_argument("--json", action="store_true", help="print the whole call record")
+    p.set_defaults(func=cmd_call)
+
+    p = sub.add_parser("doctor", parents=[common], help="check the workspace; exit 1 when something is wrong")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=cmd_doctor)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="evolve: %(levelname)s %(name)s: %(message)s")
+    try:
+        code: int = args.func(args)
+        return code
+    except UsageError as exc:
+        print(f"evolve {args.command}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # e.g. `evolve tools | head`
+        sys.stderr.close()
+        return 0
+
+
+def run(coro: Coroutine[Any, Any, int]) -> int:
+    return asyncio.run(coro)

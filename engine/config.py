@@ -1,0 +1,261 @@
+"""The workspace configuration: `config/evolve.jsonc`, overridden by `EVOLVE_<FIELD>` variables.
+
+The file is parsed with a real JSON5 parser (comments and URLs inside strings, trailing commas).
+A file that does not parse, or a field of the wrong type, is an error that names the file, the line
+and the field; the caller keeps its last good configuration and reports the error. Nothing is ever
+silently replaced by a default.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any
+
+import json5
+
+CLEANUP_MODES = ("none", "new", "archive", "compact")
+REVIEW_MODES = ("log", "gate")
+
+
+@dataclass(frozen=True)
+class Model:
+    """An LLM model as opencode names it: `provider/model`."""
+
+    provider_id: str
+    model_id: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"providerID": self.provider_id, "modelID": self.model_id}
+
+    def __str__(self) -> str:
+        return f"{self.provider_id}/{self.model_id}"
+
+
+@dataclass(frozen=True)
+class Config:
+    heartbeat_ms: int = 1_800_000
+    hook_timeout: int = 30_000
+    heartbeat_title: str = "heartbeat"
+    heartbeat_agent: str = "evolve"
+    model: Model | None = None
+    heartbeat_cleanup: str = "none"
+    heartbeat_cleanup_count: int | None = None
+    heartbeat_cleanup_tokens: int | None = None
+    heartbeat_skip_active: bool = True
+    # Beyond the original host:
+    hook_output_limit: int = 8 * 1024 * 1024  # bytes of stdout a hook run may print before it fails
+    journal_max_runs: int = 20_000  # hook runs (and dispatches, tool calls) kept in the journal
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["model"] = str(self.model) if self.model else None
+        return out
+
+
+@dataclass(frozen=True)
+class ConfigIssue:
+    """A problem with one field or with the whole file; `line` is 1-based when known."""
+
+    source: str  # the file path, or "environment"
+    message: str
+    field: str | None = None
+    line: int | None = None
+
+    def __str__(self) -> str:
+        where = self.source + (f":{self.line}" if self.line else "")
+        what = f" field {self.field!r}:" if self.field else ""
+        return f"{where}:{what} {self.message}"
+
+
+@dataclass
+class LoadedConfig:
+    config: Config
+    errors: list[ConfigIssue] = field(default_factory=list)
+    warnings: list[ConfigIssue] = field(default_factory=list)
+
+
+class _FieldError(ValueError):
+    pass
+
+
+def _as_int(value: object, nullable: bool) -> int | None:
+    if value is None and nullable:
+        return None
+    if isinstance(value, bool):
+        raise _FieldError(f"expected an integer, got {json_type(value)} {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    raise _FieldError(
+        f"expected an integer{' or null' if nullable else ''}, got {json_type(value)} {value!r}"
+    )
+
+
+def _as_str(value: object) -> str:
+    if isinstance(value, str):
+        return value
+    raise _FieldError(f"expected a string, got {json_type(value)} {value!r}")
+
+
+def _as_bool(value: object) -> bool:
+    if isinstance(value, bool):
+        return value
+    raise _FieldError(f"expected true or false, got {json_type(value)} {value!r}")
+
+
+def _as_choice(choices: tuple[str, ...]) -> Callable[[object], str]:
+    def convert(value: object) -> str:
+        if isinstance(value, str) and value in choices:
+            return value
+        raise _FieldError(f"must be one of {', '.join(choices)} (got {value!r})")
+
+    return convert
+
+
+def _as_model(value: object) -> Model | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        provider, sep, model = value.partition("/")
+        if not sep or not provider or not model:
+            raise _FieldError(f'expected "provider/model", got {value!r}')
+        return Model(provider, model)
+    if isinstance(value, Mapping):
+        pid, mid = value.get("providerID"), value.get("modelID")
+        if isinstance(pid, str) and isinstance(mid, str) and pid and mid:
+            return Model(pid, mid)
+    raise _FieldError(f'expected "provider/model", {{"providerID","modelID"}} or null, got {value!r}')
+
+
+def _positive(convert: Callable[[object], int | None]) -> Callable[[object], int | None]:
+    def check(value: object) -> int | None:
+        out = convert(value)
+        if out is not None and out <= 0:
+            raise _FieldError(f"must be greater than 0 (got {out})")
+        return out
+
+    return check
+
+
+_CONVERTERS: dict[str, Callable[[object], Any]] = {
+    "heartbeat_ms": lambda v: _as_int(v, nullable=False),
+    "hook_timeout": _positive(lambda v: _as_int(v, nullable=False)),
+    "heartbeat_title": _as_str,
+    "heartbeat_agent": _as_str,
+    "model": _as_model,
+    "heartbeat_cleanup": _as_choice(CLEANUP_MODES),
+    "heartbeat_cleanup_count": _positive(lambda v: _as_int(v, nullable=True)),
+    "heartbeat_cleanup_tokens": _positive(lambda v: _as_int(v, nullable=True)),
+    "heartbeat_skip_active": _as_bool,
+    "hook_output_limit": _positive(lambda v: _as_int(v, nullable=False)),
+    "journal_max_runs": _positive(lambda v: _as_int(v, nullable=False)),
+}
+FIELDS = tuple(_CONVERTERS)
+
+_TRUE = {"true", "1", "yes", "on"}
+_FALSE = {"false", "0", "no", "off"}
+
+
+def _from_env_text(name: str, text: str) -> object:
+    """Turn an `EVOLVE_<FIELD>` string into a JSON value of the field's declared type."""
+    kind = Config.__dataclass_fields__[name].type
+    stripped = text.strip()
+    if stripped.lower() == "null" and "None" in str(kind):
+        return None
+    if name == "heartbeat_skip_active":
+        lowered = stripped.lower()
+        if lowered in _TRUE:
+            return True
+        if lowered in _FALSE:
+            return False
+        raise _FieldError(f"expected true/false/1/0/yes/no, got {text!r}")
+    if "int" in str(kind):
+        try:
+            return int(stripped.replace("_", ""))
+        except ValueError:
+            raise _FieldError(f"expected an integer, got {text!r}") from None
+    return text
+
+
+def json_type(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "array"
+    return "object"
+
+
+def _line_of(text: str, key: str) -> int | None:
+    match = re.search(rf"""(^|[{{,\s])["']?{re.escape(key)}["']?\s*:""", text, re.MULTILINE)
+    return text.count("\n", 0, match.start()) + 1 if match else None
+
+
+_JSON5_LINE = re.compile(r"<string>:(\d+)\s*(.*)")
+
+
+def load_config(path: Path, env: Mapping[str, str] | None = None, base: Config | None = None) -> LoadedConfig:
+    """Read `path` (missing is fine: defaults) and apply `EVOLVE_*` overrides from `env`.
+
+    On a file that does not parse, no field of it is applied: the result is `base` (the last good
+    configuration, or the defaults) with the error reported. A field that has the wrong type keeps
+    its value from `base`; the other fields still apply.
+    """
+    env = os.environ if env is None else env
+    base = base or Config()
+    result = LoadedConfig(base)
+    values: dict[str, Any] = {}
+    source = str(path)
+    text = ""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        pass
+    except (OSError, UnicodeDecodeError) as exc:
+        result.errors.append(ConfigIssue(source, f"cannot read the file: {exc}"))
+    if text.strip():
+        try:
+            parsed = json5.loads(text)
+        except ValueError as exc:
+            match = _JSON5_LINE.match(str(exc))
+            line = int(match.group(1)) if match else None
+            message = match.group(2) if match else str(exc)
+            result.errors.append(ConfigIssue(source, f"not valid JSON5: {message}", line=line))
+            parsed = None
+        if parsed is not None and not isinstance(parsed, dict):
+            result.errors.append(
+                ConfigIssue(source, f"expected an object at the top, got {json_type(parsed)}", line=1)
+            )
+        elif isinstance(parsed, dict):
+            for key, raw in parsed.items():
+                if key.startswith("$"):
+                    continue
+                if key not in _CONVERTERS:
+                    result.warnings.append(
+                        ConfigIssue(source, "unknown field, ignored", field=key, line=_line_of(text, key))
+                    )
+                    continue
+                try:
+                    values[key] = _CONVERTERS[key](raw)
+                except _FieldError as exc:
+                    result.errors.append(ConfigIssue(source, str(exc), field=key, line=_line_of(text, key)))
+    for name in FIELDS:
+        var = f"EVOLVE_{name.upper()}"
+        if var not in env:
+            continue
+        try:
+            values[name] = _CONVERTERS[name](_from_env_text(name, env[var]))
+        except _FieldError as exc:
+            result.errors.append(ConfigIssue("environment", f"{var}: {exc}", field=name))
+    result.config = replace(base, **values)
+    return result

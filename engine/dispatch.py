@@ -1,0 +1,161 @@
+"""Stage dispatch: every hook in discovery order, results merged, recover when a hook fails."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from .discovery import HookFile
+from .records import HookRun, StageResult, new_id
+from .workspace import Workspace
+
+STAGES = (
+    "discover",
+    "mutate_request",
+    "observe_message",
+    "idle",
+    "heartbeat",
+    "compacting",
+    "format_notification",
+    "recover",
+    "execute_tool",
+    "tool_before",
+    "tool_after",
+)
+# Stages whose failures do not trigger recover (§64): observational ones, recover itself, and the
+# ones that are not dispatched to all hooks.
+NO_RECOVER = frozenset(
+    {
+        "tool_before",
+        "tool_after",
+        "observe_message",
+        "format_notification",
+        "idle",
+        "compacting",
+        "recover",
+        "discover",
+        "execute_tool",
+    }
+)
+# Stages whose input never carries a session or history (§39).
+SESSIONLESS = frozenset({"discover", "recover", "format_notification"})
+
+RunHook = Callable[[HookFile, str, dict[str, Any], "str | None", "str | None"], Awaitable[HookRun]]
+
+
+def merge(acc: dict[str, Any], incoming: dict[str, Any]) -> dict[str, Any]:
+    """Fold one hook's result into the accumulator (§58-§62): arrays concatenate, strings join with
+    a newline, anything else is replaced by the later value. Returns `acc`, changed in place."""
+    for key, value in incoming.items():
+        if key not in acc:
+            acc[key] = value
+        elif isinstance(acc[key], list) and isinstance(value, list):
+            acc[key] = acc[key] + value
+        elif isinstance(acc[key], str) and isinstance(value, str):
+            acc[key] = acc[key] + "\n" + value
+        else:
+            acc[key] = value
+    return acc
+
+
+def build_input(
+    stage: str, prompts: dict[str, str], context: dict[str, Any], history: list[Any] | None
+) -> dict[str, Any]:
+    """The stdin document: `{"hook", "prompts", ...context, "history"?}` in that key order (§37)."""
+    if stage == "discover":
+        return {"hook": "discover"}
+    payload: dict[str, Any] = {"hook": stage, "prompts": prompts}
+    payload.update(context)
+    if history is not None and stage not in SESSIONLESS:
+        payload["history"] = history
+    return payload
+
+
+def _nonempty_system(value: object) -> bool:
+    return isinstance(value, list) and any(isinstance(s, str) and s for s in value)
+
+
+def recover_defaults(merged: dict[str, Any], prompts: dict[str, str]) -> list[str]:
+    """Fill in the recover stage's host defaults (§69); returns the keys it filled."""
+    filled: list[str] = []
+    if not _nonempty_system(merged.get("system")):
+        parts = [p for p in (prompts.get("preamble"), prompts.get("recover")) if p]
+        if parts:
+            merged["system"] = parts
+            filled.append("system")
+    if not merged.get("user") and prompts.get("recover"):
+        merged["user"] = prompts["recover"]
+        filled.append("user")
+    return filled
+
+
+class Dispatcher:
+    """Runs a stage across the hooks. `run_hook` executes one hook and records it (the engine's job)."""
+
+    def __init__(
+        self, workspace: Workspace, hooks: Callable[[], Sequence[HookFile]], run_hook: RunHook
+    ) -> None:
+        self.workspace = workspace
+        self._hooks = hooks
+        self._run_hook = run_hook
+
+    async def dispatch(
+        self,
+        stage: str,
+        context: dict[str, Any] | None = None,
+        *,
+        session: str | None = None,
+        history: list[Any] | None = None,
+    ) -> StageResult:
+        started = time.perf_counter()
+        context = dict(context or {})
+        result = StageResult(
+            id=new_id("dsp"), stage=stage, started_at=time.time(), context=context, session=session
+        )
+        prompts = self.workspace.read_prompts()
+        payload = build_input(stage, prompts, context, history if session is not None else None)
+        merged: dict[str, Any] = {}
+        for hook in list(self._hooks()):
+            run = await self._run_hook(hook, stage, payload, session, result.id)
+            result.hooks.append(hook.name)
+            result.runs.append(run.id)
+            if run.ok:
+                merge(merged, run.result or {})
+                continue
+            result.failed.append(hook.name)
+            if stage in NO_RECOVER:
+                continue
+            recovery = await self._recover(run.error or "failed", stage, prompts, result)
+            merge(merged, recovery)
+        result.merged = merged
+        result.duration_ms = (time.perf_counter() - started) * 1000
+        return result
+
+    async def _recover(
+        self, error: str, failed_stage: str, prompts: dict[str, str], parent: StageResult
+    ) -> dict[str, Any]:
+        """Run `recover` on all hooks (§67); a failure inside recover is swallowed (§71)."""
+        parent.recovered = True
+        payload = build_input("recover", prompts, {"error": error, "failed_hook": failed_stage}, None)
+        merged: dict[str, Any] = {}
+        for hook in list(self._hooks()):
+            run = await self._run_hook(hook, "recover", payload, None, parent.id)
+            parent.runs.append(run.id)
+            if run.ok:
+                merge(merged, run.result or {})
+        recover_defaults(merged, prompts)
+        return merged
+
+    async def call_one(
+        self,
+        hook: HookFile,
+        stage: str,
+        context: dict[str, Any],
+        *,
+        session: str | None = None,
+        history: list[Any] | None = None,
+    ) -> HookRun:
+        """Run a single hook, unmerged and without recover (execute_tool, §101)."""
+        payload = build_input(stage, self.workspace.read_prompts(), context, history if session else None)
+        return await self._run_hook(hook, stage, payload, session, None)

@@ -1,0 +1,202 @@
+"""The workspace's git history, through GitPython.
+
+Every engine commit carries machine-readable trailers saying what made it, for example
+`Evolve-Origin: tool`, `Evolve-Tool: evolve_hook_edit`, `Evolve-Session: ses_1`, `Evolve-Call: call_7`.
+The runtime state directory (`state/`) is excluded through `.git/info/exclude`, so the workspace's
+own `.gitignore` is never touched.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+import git
+
+EXCLUDES = ("/state/",)
+IDENTITY = {"name": "evolve", "email": "evolve@localhost"}
+TRAILER_PREFIX = "Evolve-"
+_LOCK_RETRIES = 100
+
+
+class GitError(RuntimeError):
+    pass
+
+
+@dataclass(frozen=True)
+class Commit:
+    sha: str
+    message: str
+    files: tuple[str, ...]
+
+
+def trailers_text(trailers: Mapping[str, str | None]) -> str:
+    lines = []
+    for key, value in trailers.items():
+        if value is None or value == "":
+            continue
+        clean = " ".join(str(value).split())  # a trailer value is one line
+        lines.append(f"{TRAILER_PREFIX}{key}: {clean}")
+    return "\n".join(lines)
+
+
+def parse_trailers(message: str) -> dict[str, str]:
+    """The `Evolve-*` trailers of a commit message, keys without the prefix, lower-cased."""
+    out: dict[str, str] = {}
+    for line in message.splitlines():
+        if line.startswith(TRAILER_PREFIX) and ": " in line:
+            key, _, value = line[len(TRAILER_PREFIX) :].partition(": ")
+            out[key.lower()] = value
+    return out
+
+
+class GitStore:
+    """Thread-safe: one commit at a time per store (git itself takes an index lock)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self._lock = threading.RLock()
+        self._repo: git.Repo | None = None
+
+    @property
+    def repo(self) -> git.Repo:
+        if self._repo is None:
+            self._repo = git.Repo(self.root)
+        return self._repo
+
+    def exists(self) -> bool:
+        return (self.root / ".git").exists()
+
+    def ensure(self) -> Commit | None:
+        """Make the workspace a repository if it is not one; a new repository gets an `initial`
+        commit of what is already there. Returns that commit, if one was made."""
+        with self._lock:
+            created = False
+            if not self.exists():
+                self._repo = git.Repo.init(self.root, initial_branch="main")
+                created = True
+            self._ensure_excludes()
+            if created:
+                return self.commit("initial", {"Origin": "initial"}, allow_empty=True)
+            return None
+
+    def _ensure_excludes(self) -> None:
+        info = Path(self.repo.git_dir) / "info"
+        info.mkdir(parents=True, exist_ok=True)
+        exclude = info / "exclude"
+        text = exclude.read_text(encoding="utf-8") if exclude.exists() else ""
+        missing = [line for line in EXCLUDES if line not in text.splitlines()]
+        if missing:
+            if text and not text.endswith("\n"):
+                text += "\n"
+            exclude.write_text(
+                text + "# evolve runtime state\n" + "\n".join(missing) + "\n", encoding="utf-8"
+            )
+
+    def _env(self) -> dict[str, str]:
+        """Use the repository's identity if it has one, else `evolve` (§160), without writing config."""
+        env: dict[str, str] = {}
+        reader = self.repo.config_reader()
+        if not reader.has_option("user", "name"):
+            env["GIT_AUTHOR_NAME"] = env["GIT_COMMITTER_NAME"] = IDENTITY["name"]
+        if not reader.has_option("user", "email"):
+            env["GIT_AUTHOR_EMAIL"] = env["GIT_COMMITTER_EMAIL"] = IDENTITY["email"]
+        return env
+
+    def _git(self, *args: str, env: Mapping[str, str] | None = None) -> str:
+        """Run git, retrying while another git process holds the index lock."""
+        delay = 0.01
+        for attempt in range(_LOCK_RETRIES):
+            try:
+                out: str = self.repo.git.execute(
+                    ["git", "-c", "commit.gpgsign=false", "-c", "core.quotepath=false", *args],
+                    env=dict(env) if env else None,
+                )
+                return out
+            except git.GitCommandError as exc:
+                if "index.lock" in str(exc.stderr) and attempt + 1 < _LOCK_RETRIES:
+                    time.sleep(delay)
+                    delay = min(delay * 2, 0.2)
+                    continue
+                raise GitError(
+                    f"git {' '.join(args[:2])} failed in {self.root}: {exc.stderr.strip()}"
+                ) from exc
+        raise GitError("unreachable")
+
+    def dirty_files(self) -> list[str]:
+        """Paths with uncommitted changes, untracked files included (state/ excluded)."""
+        with self._lock:
+            out = self._git("status", "--porcelain", "-z", "--untracked-files=all")
+        files: list[str] = []
+        entries = out.split("\0")
+        i = 0
+        while i < len(entries):
+            entry = entries[i]
+            i += 1
+            if len(entry) < 4:
+                continue
+            files.append(entry[3:])
+            if entry[0] in "RC":
+                i += 1  # a rename is followed by its source path
+        return files
+
+    def commit(
+        self,
+        message: str,
+        trailers: Mapping[str, str | None],
+        paths: list[str] | None = None,
+        allow_empty: bool = False,
+    ) -> Commit | None:
+        """Stage `paths` (everything when None) and commit them if anything changed."""
+        with self._lock:
+            if paths is None:
+                self._git("add", "-A")
+            else:
+                self._git("add", "-A", "--", *paths)
+            staged = self._git("diff", "--cached", "--name-only", "-z")
+            files = tuple(f for f in staged.split("\0") if f)
+            if not files and not allow_empty:
+                return None
+            body = message
+            extra = trailers_text(trailers)
+            if extra:
+                body += "\n\n" + extra
+            args = ["commit", "--no-verify", "-q", "-m", body]
+            if allow_empty:
+                args.append("--allow-empty")
+            self._git(*args, env=self._env())
+            sha = self._git("rev-parse", "HEAD").strip()
+            return Commit(sha, body, files)
+
+    def head(self) -> str | None:
+        with self._lock:
+            try:
+                return self._git("rev-parse", "HEAD").strip()
+            except GitError:
+                return None
+
+    def log(self, limit: int = 100) -> list[dict[str, object]]:
+        """Newest first: sha, time, message, trailers, files."""
+        with self._lock:
+            try:
+                out = self._git("log", f"-n{limit}", "--name-only", "-z", "--format=%x1e%H%x1f%at%x1f%B%x1f")
+            except GitError:
+                return []
+        commits: list[dict[str, object]] = []
+        for record in out.split("\x1e"):
+            if not record.strip("\0\n"):
+                continue
+            sha, at, body, files = record.split("\x1f", 3)
+            commits.append(
+                {
+                    "sha": sha,
+                    "time": int(at),
+                    "message": body.strip(),
+                    "trailers": parse_trailers(body),
+                    "files": [f.strip("\n") for f in files.split("\0") if f.strip("\n")],
+                }
+            )
+        return commits

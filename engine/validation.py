@@ -1,0 +1,94 @@
+"""Validation of a candidate hook version against the hook's registered test script (§151-§158).
+
+The test runs against a temporary copy of the workspace with the candidate in place and
+`OPENCODE_EVOLVE_WORKSPACE` pointing at the copy. The copy leaves out `.git` and `state/` (the run
+journal), so validating in a workspace with a long history costs no more than in a new one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .runner import terminate_group
+
+SKIP_TOP = frozenset({".git", "state"})
+OUTPUT_LIMIT = 256 * 1024
+
+
+@dataclass(frozen=True)
+class Validation:
+    ok: bool
+    output: str
+    duration_ms: float = 0.0
+    test: str | None = None  # None when the hook has no registered test
+
+
+def _ignore_top(root: Path):  # type: ignore[no-untyped-def]
+    def ignore(directory: str, names: list[str]) -> set[str]:
+        if Path(directory) == root:
+            return {n for n in names if n in SKIP_TOP}
+        return set()
+
+    return ignore
+
+
+def copy_workspace(root: Path, target: Path) -> None:
+    """Copy the workspace without its git history and runtime state; symlinks stay links."""
+    shutil.copytree(root, target, symlinks=True, ignore=_ignore_top(root), dirs_exist_ok=True)
+
+
+async def validate(
+    root: Path, hook_rel: str, candidate: str | bytes, test: str | None, timeout_ms: int
+) -> Validation:
+    """Run `tests/<test>` against a copy of the workspace in which `hooks/<hook_rel>` is `candidate`."""
+    if not test:
+        return Validation(True, "no test registered")
+    started = time.perf_counter()
+    tmp = Path(tempfile.mkdtemp(prefix="evolve-validate-"))
+    try:
+        await asyncio.to_thread(copy_workspace, root, tmp)
+        target = tmp / "hooks" / hook_rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if target.is_symlink():
+            target.unlink()
+        target.write_bytes(candidate.encode("utf-8") if isinstance(candidate, str) else candidate)
+        os.chmod(target, 0o755)
+        test_path = tmp / "tests" / test
+        if not test_path.is_file():
+            return Validation(
+                False, f"test script tests/{test} not found (the hook registers it in discover)", 0.0, test
+            )
+        os.chmod(test_path, 0o755)
+        env = dict(os.environ, OPENCODE_EVOLVE_WORKSPACE=str(tmp))
+        ok, output = await _run_test(test_path, tmp, env, timeout_ms)
+        return Validation(ok, output, (time.perf_counter() - started) * 1000, test)
+    finally:
+        await asyncio.to_thread(shutil.rmtree, tmp, True)
+
+
+async def _run_test(path: Path, cwd: Path, env: dict[str, str], timeout_ms: int) -> tuple[bool, str]:
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            str(path),
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=str(cwd),
+            env=env,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return False, f"cannot start tests/{path.name}: {exc.strerror or exc}"
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), timeout_ms / 1000)
+    except TimeoutError:
+        await terminate_group(proc)
+        return False, f"timeout: tests/{path.name} ran longer than {timeout_ms} ms and was killed"
+    output = (out[:OUTPUT_LIMIT] + err[:OUTPUT_LIMIT]).decode("utf-8", errors="replace")
+    return proc.returncode == 0, output

@@ -1,0 +1,157 @@
+"""Where a workspace lives, what is in it, and its runtime state file.
+
+Layout: `config/evolve.jsonc`, `state/` (runtime state, kept out of git), `hooks/` (executables),
+`prompts/` (the five contract files), `tests/` (hook validation scripts).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# Stage -> file in prompts/, in contract order (§109).
+PROMPT_CONTRACT: dict[str, str] = {
+    "preamble": "preamble.md",
+    "chat": "chat.md",
+    "heartbeat": "heartbeat.md",
+    "compaction": "compaction.md",
+    "recover": "recover.md",
+}
+PROMPT_FILES = tuple(PROMPT_CONTRACT.values())
+
+
+def resolve_workspace(
+    explicit: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+) -> Path:
+    """`explicit`, else `$OPENCODE_EVOLVE_WORKSPACE`, else the legacy `$OPENCODE_SIDECAR_WORKSPACE`,
+    else `~/workspace`. Empty strings count as unset."""
+    env = os.environ if env is None else env
+    chosen = (
+        str(explicit or "")
+        or env.get("OPENCODE_EVOLVE_WORKSPACE", "")
+        or env.get("OPENCODE_SIDECAR_WORKSPACE", "")
+        or "~/workspace"
+    )
+    return Path(chosen).expanduser().absolute()
+
+
+@dataclass(frozen=True)
+class Workspace:
+    root: Path
+
+    @property
+    def hooks_dir(self) -> Path:
+        return self.root / "hooks"
+
+    @property
+    def prompts_dir(self) -> Path:
+        return self.root / "prompts"
+
+    @property
+    def tests_dir(self) -> Path:
+        return self.root / "tests"
+
+    @property
+    def state_dir(self) -> Path:
+        return self.root / "state"
+
+    @property
+    def config_file(self) -> Path:
+        return self.root / "config" / "evolve.jsonc"
+
+    @property
+    def state_file(self) -> Path:
+        return self.state_dir / "evolve.json"
+
+    @property
+    def journal_file(self) -> Path:
+        return self.state_dir / "journal.sqlite3"
+
+    def read_prompts(self) -> dict[str, str]:
+        """Contract stage -> file content, for the files that can be read (missing ones are omitted, §38)."""
+        out: dict[str, str] = {}
+        for stage, name in PROMPT_CONTRACT.items():
+            try:
+                out[stage] = (self.prompts_dir / name).read_text(encoding="utf-8", errors="replace")
+            except OSError:
+                continue
+        return out
+
+    def read_prompt(self, stage: str) -> str:
+        try:
+            return (self.prompts_dir / PROMPT_CONTRACT[stage]).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+
+
+def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
+    """Write `data` to `path` so that readers see the old or the new content, never a mix:
+    a temporary file in the same directory, fsync, then rename over the target."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if mode is not None:
+            os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+class StateFile:
+    """`state/evolve.json`: read-modify-write of a shallow patch, written atomically.
+
+    Unknown fields are preserved. A missing or unreadable file reads as `{}` (§198); a file that
+    exists but does not parse is kept aside as `evolve.json.corrupt-<n>` rather than overwritten,
+    so nothing is lost.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+
+    def read(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            return {}
+        except (OSError, ValueError):
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    def update(self, patch: Mapping[str, Any]) -> dict[str, Any]:
+        with self._lock:
+            current = self._read_for_update()
+            current.update(patch)
+            text = json.dumps(current, indent=2, ensure_ascii=False) + "\n"
+            write_atomic(self.path, text.encode("utf-8"))
+            return current
+
+    def _read_for_update(self) -> dict[str, Any]:
+        try:
+            raw = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return {}
+        try:
+            data = json.loads(raw)
+            if isinstance(data, dict):
+                return data
+        except ValueError:
+            pass
+        n = 1
+        while self.path.with_name(f"{self.path.name}.corrupt-{n}").exists():
+            n += 1
+        os.replace(self.path, self.path.with_name(f"{self.path.name}.corrupt-{n}"))
+        return {}

@@ -1,0 +1,702 @@
+"""Tests for engine.journal: the SQLite journal of hook runs, dispatches, tool calls, sessions."""
+
+from __future__ import annotations
+
+import sqlite3
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from engine.journal import SCHEMA_VERSION, Journal
+from engine.records import HookRun, StageResult, ToolCall
+
+
+@contextmanager
+def raw(path: Path) -> Iterator[sqlite3.Connection]:
+    """A plain autocommit connection to the journal file, closed afterwards."""
+    conn = sqlite3.connect(path, isolation_level=None)
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def path(tmp_path: Path) -> Path:
+    return tmp_path / "ws" / "state" / "journal.sqlite3"
+
+
+@pytest.fixture
+def journal(path: Path) -> Iterator[Journal]:
+    j = Journal(path)
+    yield j
+    j.close()
+
+
+def make_run(i: int, **kw: object) -> HookRun:
+    fields: dict[str, object] = {
+        "id": f"run_{i:06d}",
+        "stage": "chat.system",
+        "hook": "notes.py",
+        "started_at": 1000.0 + i,
+        "input": {"i": i},
+    }
+    fields.update(kw)
+    return HookRun(**fields)  # type: ignore[arg-type]
+
+
+def make_dispatch(i: int, **kw: object) -> StageResult:
+    fields: dict[str, object] = {
+        "id": f"stage_{i:06d}",
+        "stage": "chat.system",
+        "started_at": 1000.0 + i,
+        "context": {"i": i},
+    }
+    fields.update(kw)
+    return StageResult(**fields)  # type: ignore[arg-type]
+
+
+def make_tool(i: int, **kw: object) -> ToolCall:
+    fields: dict[str, object] = {
+        "id": f"tool_{i:06d}",
+        "tool": "bash",
+        "args": {"i": i},
+        "started_at": 1000.0 + i,
+    }
+    fields.update(kw)
+    return ToolCall(**fields)  # type: ignore[arg-type]
+
+
+def full_run() -> HookRun:
+    return HookRun(
+        id="run_full",
+        stage="tool.before",
+        hook="sub/guard.py",
+        started_at=1234.5,
+        input={"stage": "tool.before", "args": {"cmd": "ls"}, "n": [1, 2.5, None, True]},
+        session="ses_1",
+        dispatch_id="stage_1",
+        stdout_lines=['{"a": 1}', "not json"],
+        logs=["hello", {"level": "warn", "msg": "x"}],
+        stderr="Traceback...\n",
+        stderr_truncated=True,
+        result={"a": 1, "nested": {"b": [1, 2]}},
+        exit_code=3,
+        signal="SIGKILL",
+        duration_ms=12.75,
+        error="exited with code 3",
+    )
+
+
+def full_dispatch() -> StageResult:
+    return StageResult(
+        id="stage_full",
+        stage="chat.system",
+        started_at=2345.25,
+        context={"session": "ses_1", "system": ["a", "b"]},
+        session="ses_1",
+        hooks=["a.py", "b.py"],
+        runs=["run_1", "run_2", "run_3"],
+        merged={"system": ["x"], "deep": {"k": "v"}},
+        failed=["b.py"],
+        recovered=True,
+        duration_ms=99.5,
+    )
+
+
+def full_tool() -> ToolCall:
+    return ToolCall(
+        id="tool_full",
+        tool="edit_hook",
+        args={"path": "hooks/x.py", "content": "print(1)\n"},
+        started_at=3456.125,
+        session="ses_1",
+        call_id="call_abc",
+        output="done",
+        error="refused: outside hooks/",
+        commit="0123456789abcdef",
+        duration_ms=5.5,
+    )
+
+
+# --- round trips -----------------------------------------------------------------------------
+
+
+def test_round_trip_all_fields(journal: Journal) -> None:
+    run, disp, tool = full_run(), full_dispatch(), full_tool()
+    journal.record_run(run)
+    journal.record_dispatch(disp)
+    journal.record_tool_call(tool)
+    journal.flush()
+    assert journal.run(run.id) == run
+    assert journal.dispatch(disp.id) == disp
+    assert journal.tool_call(tool.id) == tool
+    assert journal.runs() == [run]
+    assert journal.dispatches() == [disp]
+    assert journal.tool_calls() == [tool]
+    assert journal.run("missing") is None
+    assert journal.dispatch("missing") is None
+    assert journal.tool_call("missing") is None
+    assert journal.last_error is None
+
+
+def test_round_trip_defaults(journal: Journal) -> None:
+    run, disp, tool = make_run(1), make_dispatch(1), make_tool(1)
+    journal.record_run(run)
+    journal.record_dispatch(disp)
+    journal.record_tool_call(tool)
+    journal.flush()
+    assert journal.run(run.id) == run
+    assert journal.dispatch(disp.id) == disp
+    assert journal.tool_call(tool.id) == tool
+
+
+def test_columns_mirror_record(journal: Journal, path: Path) -> None:
+    journal.record_run(full_run())
+    journal.record_dispatch(full_dispatch())
+    journal.record_tool_call(full_tool())
+    journal.flush()
+    with raw(path) as conn:
+        assert conn.execute(
+            "SELECT stage, hook, session, dispatch_id, ok, error, exit_code, signal, duration_ms FROM runs"
+        ).fetchone() == (
+            "tool.before",
+            "sub/guard.py",
+            "ses_1",
+            "stage_1",
+            0,
+            "exited with code 3",
+            3,
+            "SIGKILL",
+            12.75,
+        )
+        assert conn.execute(
+            "SELECT stage, session, recovered, failed_count, duration_ms FROM dispatches"
+        ).fetchone() == ("chat.system", "ses_1", 1, 1, 99.5)
+        assert conn.execute("SELECT tool, session, call_id, ok FROM tool_calls").fetchone() == (
+            "edit_hook",
+            "ses_1",
+            "call_abc",
+            0,
+        )
+
+
+def test_upsert_replaces(journal: Journal) -> None:
+    run = make_run(1)
+    journal.record_run(run)  # as it starts
+    run.stdout_lines.append('{"x": 1}')
+    run.result = {"x": 1}
+    run.duration_ms = 4.0
+    run.error = "boom"
+    journal.record_run(run)  # as it ends
+    disp = make_dispatch(1)
+    journal.record_dispatch(disp)
+    journal.record_dispatch(make_dispatch(1, recovered=True, failed=["a.py"]))
+    tool = make_tool(1)
+    journal.record_tool_call(tool)
+    journal.record_tool_call(make_tool(1, output="out"))
+    journal.flush()
+
+    stored = journal.run(run.id)
+    assert stored == run
+    assert stored is not None and stored.error == "boom"
+    assert journal.runs(failed=True) == [run]
+    assert journal.runs(failed=False) == []
+    assert journal.dispatch(disp.id) == make_dispatch(1, recovered=True, failed=["a.py"])
+    assert journal.tool_call(tool.id) == make_tool(1, output="out")
+    assert journal.counts() == {"runs": 1, "failed_runs": 1, "dispatches": 1, "tool_calls": 1}
+
+
+def test_upsert_across_batches(journal: Journal) -> None:
+    run = make_run(1)
+    journal.record_run(run)
+    journal.flush()
+    assert journal.run(run.id) == run
+    run.error = "late failure"
+    journal.record_run(run)
+    journal.flush()
+    assert journal.run(run.id) == run
+    assert journal.counts()["runs"] == 1
+
+
+def test_record_snapshot_is_taken_at_call_time(journal: Journal) -> None:
+    run = make_run(1)
+    journal.record_run(run)
+    run.stdout_lines.append("after")  # mutation after recording must not leak in
+    journal.flush()
+    stored = journal.run(run.id)
+    assert stored is not None and stored.stdout_lines == []
+
+
+# --- queries ---------------------------------------------------------------------------------
+
+
+def test_run_filters(journal: Journal) -> None:
+    runs = [
+        make_run(0, stage="a", hook="x.py", session="s1", dispatch_id="d1"),
+        make_run(1, stage="a", hook="y.py", session="s2", dispatch_id="d1", error="e"),
+        make_run(2, stage="b", hook="x.py", session="s1", dispatch_id="d2"),
+        make_run(3, stage="b", hook="y.py", session=None, error="e"),
+        make_run(4, stage="a", hook="x.py", session="s1", dispatch_id="d2", error="e"),
+    ]
+    for run in runs:
+        journal.record_run(run)
+    journal.flush()
+
+    def ids(found: list[HookRun]) -> list[int]:
+        return [int(r.id.split("_")[1]) for r in found]
+
+    assert ids(journal.runs()) == [4, 3, 2, 1, 0]
+    assert ids(journal.runs(stage="a")) == [4, 1, 0]
+    assert ids(journal.runs(hook="y.py")) == [3, 1]
+    assert ids(journal.runs(session="s1")) == [4, 2, 0]
+    assert ids(journal.runs(failed=True)) == [4, 3, 1]
+    assert ids(journal.runs(failed=False)) == [2, 0]
+    assert ids(journal.runs(dispatch_id="d2")) == [4, 2]
+    assert ids(journal.runs(stage="a", hook="x.py", failed=True)) == [4]
+    assert ids(journal.runs(stage="a", session="s2", dispatch_id="d1")) == [1]
+    assert ids(journal.runs(stage="nope")) == []
+    assert ids(journal.runs(limit=2)) == [4, 3]
+    assert journal.runs(limit=0) == []
+    assert journal.counts() == {"runs": 5, "failed_runs": 3, "dispatches": 0, "tool_calls": 0}
+
+
+def test_before_pagination_newest_first(journal: Journal) -> None:
+    # Recorded out of order: ordering comes from started_at, not insertion order.
+    for i in [5, 1, 9, 3, 7, 0, 2, 8, 4, 6]:
+        journal.record_run(make_run(i))
+        journal.record_dispatch(make_dispatch(i))
+        journal.record_tool_call(make_tool(i))
+    journal.flush()
+
+    pages: list[list[float]] = []
+    before: float | None = None
+    while True:
+        page = journal.runs(limit=3, before=before)
+        if not page:
+            break
+        pages.append([r.started_at for r in page])
+        before = page[-1].started_at
+    assert pages == [[1009, 1008, 1007], [1006, 1005, 1004], [1003, 1002, 1001], [1000]]
+
+    assert [d.started_at for d in journal.dispatches(limit=3)] == [1009, 1008, 1007]
+    assert [d.started_at for d in journal.dispatches(before=1007, limit=2)] == [1006, 1005]
+    assert [t.started_at for t in journal.tool_calls(limit=3)] == [1009, 1008, 1007]
+    assert [t.started_at for t in journal.tool_calls(before=1001)] == [1000]
+
+
+def test_same_started_at_ordered_by_id(journal: Journal) -> None:
+    for i in range(3):
+        journal.record_run(make_run(i, started_at=5.0))
+    journal.flush()
+    assert [r.id for r in journal.runs()] == ["run_000002", "run_000001", "run_000000"]
+
+
+def test_dispatch_and_tool_filters(journal: Journal) -> None:
+    journal.record_dispatch(make_dispatch(0, stage="a", session="s1"))
+    journal.record_dispatch(make_dispatch(1, stage="b", session="s1"))
+    journal.record_dispatch(make_dispatch(2, stage="a", session="s2"))
+    journal.record_tool_call(make_tool(0, tool="bash", session="s1"))
+    journal.record_tool_call(make_tool(1, tool="edit", session="s2"))
+    journal.record_tool_call(make_tool(2, tool="bash", session="s2"))
+    journal.flush()
+    assert [d.id for d in journal.dispatches(stage="a")] == ["stage_000002", "stage_000000"]
+    assert [d.id for d in journal.dispatches(session="s1")] == [
+        "stage_000001",
+        "stage_000000",
+    ]
+    assert [d.id for d in journal.dispatches(stage="a", session="s1")] == ["stage_000000"]
+    assert [t.id for t in journal.tool_calls(tool="bash")] == ["tool_000002", "tool_000000"]
+    assert [t.id for t in journal.tool_calls(session="s2")] == ["tool_000002", "tool_000001"]
+    assert [t.id for t in journal.tool_calls(tool="edit", session="s1")] == []
+
+
+# --- retention -------------------------------------------------------------------------------
+
+
+def test_retention_keeps_newest(path: Path) -> None:
+    with Journal(path, max_runs=50) as journal:
+        order = list(range(120))
+        order.reverse()  # oldest arrive last: retention is by started_at, not arrival
+        for i in order:
+            journal.record_run(make_run(i, error="e" if i % 2 else None))
+            journal.record_dispatch(make_dispatch(i))
+            journal.record_tool_call(make_tool(i))
+            if i % 40 == 0:
+                journal.flush()  # several batches
+        journal.flush()
+        newest = list(range(119, 69, -1))
+        assert [int(r.id.split("_")[1]) for r in journal.runs(limit=1000)] == newest
+        assert [int(d.id.split("_")[1]) for d in journal.dispatches(limit=1000)] == newest
+        assert [int(t.id.split("_")[1]) for t in journal.tool_calls(limit=1000)] == newest
+        assert journal.counts() == {
+            "runs": 50,
+            "failed_runs": 25,
+            "dispatches": 50,
+            "tool_calls": 50,
+        }
+        assert journal.last_error is None
+
+
+def test_retention_applies_to_existing_rows_on_reopen(path: Path) -> None:
+    with Journal(path) as journal:
+        for i in range(30):
+            journal.record_run(make_run(i))
+    with Journal(path, max_runs=10) as journal:
+        journal.record_run(make_run(30))
+        journal.flush()
+        assert [r.started_at for r in journal.runs()] == [1000.0 + i for i in range(30, 20, -1)]
+
+
+def test_upserts_do_not_trim_below_max(path: Path) -> None:
+    with Journal(path, max_runs=5) as journal:
+        for i in range(5):
+            journal.record_run(make_run(i))
+        for _ in range(10):  # many upserts of the same ids over-count in memory
+            for i in range(5):
+                journal.record_run(make_run(i, error="x"))
+            journal.flush()
+        assert journal.counts()["runs"] == 5
+        assert journal.counts()["failed_runs"] == 5
+
+
+# --- durability, concurrency, lifecycle ------------------------------------------------------
+
+
+def test_flush_makes_data_visible_to_other_journal(path: Path) -> None:
+    first = Journal(path)
+    second = Journal(path)  # opened before anything was written
+    try:
+        run = full_run()
+        first.record_run(run)
+        first.record_dispatch(full_dispatch())
+        first.flush()
+        assert second.run(run.id) == run
+        assert second.dispatch("stage_full") == full_dispatch()
+        third = Journal(path)
+        try:
+            assert third.run(run.id) == run
+            assert third.counts()["runs"] == 1
+        finally:
+            third.close()
+    finally:
+        first.close()
+        second.close()
+
+
+def test_close_flushes_and_is_idempotent(path: Path) -> None:
+    journal = Journal(path)
+    for i in range(10):
+        journal.record_run(make_run(i))
+    journal.close()
+    journal.close()
+    journal.flush()  # no-op after close
+    journal.record_run(make_run(99))  # dropped, but never raises
+    with pytest.raises(RuntimeError):
+        journal.runs()
+    with Journal(path) as reopened:
+        assert reopened.counts()["runs"] == 10
+        assert reopened.run("run_000099") is None
+
+
+def test_concurrent_writers(path: Path) -> None:
+    per_thread = 2500
+    with Journal(path) as journal:
+        barrier = threading.Barrier(4)
+
+        def writer(t: int) -> None:
+            barrier.wait()
+            for k in range(per_thread):
+                i = t * per_thread + k
+                if i % 3 == 0:
+                    journal.record_run(make_run(i, error="e" if i % 2 else None))
+                elif i % 3 == 1:
+                    journal.record_dispatch(make_dispatch(i))
+                else:
+                    journal.record_tool_call(make_tool(i))
+
+        threads = [threading.Thread(target=writer, args=(t,)) for t in range(4)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        journal.flush()
+
+        total = 4 * per_thread
+        run_ids = [i for i in range(total) if i % 3 == 0]
+        expected = {
+            "runs": len(run_ids),
+            "failed_runs": sum(1 for i in run_ids if i % 2),
+            "dispatches": sum(1 for i in range(total) if i % 3 == 1),
+            "tool_calls": sum(1 for i in range(total) if i % 3 == 2),
+        }
+        assert sum(v for k, v in expected.items() if k != "failed_runs") == total
+        assert journal.counts() == expected
+        stored = journal.runs(limit=total)
+        assert sorted(int(r.id.split("_")[1]) for r in stored) == run_ids
+        assert journal.last_error is None
+
+
+def test_flush_while_other_threads_write(path: Path) -> None:
+    with Journal(path) as journal:
+        stop = threading.Event()
+
+        def noise() -> None:
+            i = 100_000
+            while not stop.is_set():
+                for _ in range(20):
+                    journal.record_tool_call(make_tool(i))
+                    i += 1
+                stop.wait(0.001)  # a busy producer, not one faster than the disk
+
+        thread = threading.Thread(target=noise)
+        thread.start()
+        try:
+            for i in range(50):
+                journal.record_run(make_run(i))
+                journal.flush()
+                assert journal.run(make_run(i).id) is not None
+        finally:
+            stop.set()
+            thread.join()
+
+
+def test_writer_survives_row_errors(path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with Journal(path) as journal:
+        # Make exactly one id fail to insert, inside a batch with good rows.
+        with raw(path) as conn:
+            conn.execute(
+                "CREATE TRIGGER fail_bad BEFORE INSERT ON runs WHEN NEW.id = 'run_000002'"
+                " BEGIN SELECT RAISE(ABORT, 'boom'); END"
+            )
+        with caplog.at_level("ERROR", logger="evolve.journal"):
+            for i in range(5):
+                journal.record_run(make_run(i))
+            journal.flush()
+        assert journal.last_error is not None and "boom" in journal.last_error
+        assert any(r.name == "evolve.journal" for r in caplog.records)
+        assert [r.id for r in journal.runs()] == [
+            "run_000004",
+            "run_000003",
+            "run_000001",
+            "run_000000",
+        ]
+        # The writer keeps going.
+        journal.record_run(make_run(10))
+        journal.flush()
+        assert journal.run("run_000010") is not None
+
+
+def test_writer_survives_disk_full(path: Path) -> None:
+    with Journal(path) as journal:
+        journal.record_run(make_run(0))
+        journal.flush()
+        # Simulate a full disk: cap the writer connection's file size at its current size.
+        # (The writer is idle between flushes, so poking its connection here is safe.)
+        pages = journal._writer.execute("PRAGMA page_count").fetchone()[0]
+        journal._writer.execute(f"PRAGMA max_page_count = {pages}")
+        journal.record_run(make_run(1, stderr="x" * 1_000_000))
+        journal.flush()
+        assert journal.last_error is not None and "full" in journal.last_error
+        assert journal.run("run_000001") is None
+        journal._writer.execute("PRAGMA max_page_count = 1073741823")
+        journal.record_run(make_run(2))
+        journal.flush()
+        assert journal.run("run_000002") is not None
+        assert journal.counts()["runs"] == 2
+
+
+def test_unencodable_values_fall_back(journal: Journal) -> None:
+    run = make_run(1, input={"s": {1}, "b": b"x", "p": Path("/a")})
+    journal.record_run(run)
+    journal.flush()
+    stored = journal.run(run.id)
+    assert stored is not None and stored.input == {"s": [1], "b": "x", "p": "/a"}
+    assert journal.last_error is None
+
+
+# --- data safety -----------------------------------------------------------------------------
+
+
+def test_large_string_round_trips(journal: Journal) -> None:
+    big = "é" + "x" * (10 * 1024 * 1024) + "✓"
+    run = make_run(1, stderr=big, input={"blob": big})
+    tool = make_tool(1, output=big)
+    journal.record_run(run)
+    journal.record_tool_call(tool)
+    journal.flush()
+    assert journal.run(run.id) == run
+    assert journal.tool_call(tool.id) == tool
+    assert journal.last_error is None
+
+
+def test_lone_surrogate_round_trips(journal: Journal) -> None:
+    bad = b"caf\xe9 \xff".decode("utf-8", errors="surrogateescape")
+    assert "\udce9" in bad
+    run = make_run(
+        1,
+        stage="s\udc80",
+        hook="h\ud800.py",
+        session=bad,
+        stdout_lines=[bad, "ok ✓"],
+        stderr=bad,
+        input={bad: bad},
+        error=bad,
+    )
+    journal.record_run(run)
+    journal.record_tool_call(make_tool(1, output=bad, tool=bad))
+    journal.record_dispatch(make_dispatch(1, merged={"x": "\udfff"}))
+    journal.flush()
+    assert journal.last_error is None
+    assert journal.run(run.id) == run
+    assert journal.runs(session=bad) == [run]
+    assert journal.runs(stage="s\udc80", hook="h\ud800.py") == [run]
+    assert journal.tool_call("tool_000001") == make_tool(1, output=bad, tool=bad)
+    assert journal.tool_calls(tool=bad) == [make_tool(1, output=bad, tool=bad)]
+    assert journal.dispatch("stage_000001") == make_dispatch(1, merged={"x": "\udfff"})
+
+
+def test_non_ascii_stored_readably(journal: Journal, path: Path) -> None:
+    journal.record_run(make_run(1, stderr="héllo ✓"))
+    journal.flush()
+    with raw(path) as conn:
+        (data,) = conn.execute("SELECT data FROM runs").fetchone()
+    assert "héllo ✓" in data
+
+
+# --- sessions --------------------------------------------------------------------------------
+
+
+def test_sessions_merge(journal: Journal) -> None:
+    assert journal.session("ses_1") is None
+    journal.save_session("ses_1", agent="build")
+    s = journal.session("ses_1")
+    assert s is not None
+    assert s["id"] == "ses_1"
+    assert s["agent"] == "build"
+    assert s["system"] is None and s["model"] is None and s["frozen_at"] is None
+    first_update = s["updated_at"]
+
+    journal.save_session(
+        "ses_1",
+        system=["you are", "helpful"],
+        model={"providerID": "p", "modelID": "m"},
+        frozen_at=12.5,
+        title="hello",
+        turns=3,
+    )
+    s = journal.session("ses_1")
+    assert s is not None
+    assert s["agent"] == "build"  # untouched
+    assert s["system"] == ["you are", "helpful"]
+    assert s["model"] == {"providerID": "p", "modelID": "m"}
+    assert s["frozen_at"] == 12.5
+    assert s["title"] == "hello" and s["turns"] == 3
+    assert s["updated_at"] >= first_update
+
+    journal.save_session("ses_1", turns=4)  # extra merged, other extras kept
+    s = journal.session("ses_1")
+    assert s is not None
+    assert s["turns"] == 4 and s["title"] == "hello"
+    assert s["system"] == ["you are", "helpful"]
+
+    journal.save_session("ses_1", system=None, agent=None)  # explicit None clears
+    s = journal.session("ses_1")
+    assert s is not None
+    assert s["system"] is None and s["agent"] is None
+    assert s["model"] == {"providerID": "p", "modelID": "m"}
+
+    with pytest.raises(ValueError, match="reserved"):
+        journal.save_session("ses_1", updated_at=1.0)
+
+
+def test_sessions_newest_updated_first(journal: Journal, path: Path) -> None:
+    for sid in ["a", "b", "c"]:
+        journal.save_session(sid, agent=sid)
+    # Pin updated_at so the order doesn't depend on clock resolution.
+    with raw(path) as conn:
+        for sid, at in [("a", 3.0), ("b", 1.0), ("c", 2.0)]:
+            conn.execute("UPDATE sessions SET updated_at = ? WHERE id = ?", (at, sid))
+    assert [s["id"] for s in journal.sessions()] == ["a", "c", "b"]
+    assert [s["id"] for s in journal.sessions(limit=2)] == ["a", "c"]
+    journal.save_session("b", turns=1)  # now the most recently updated
+    assert journal.sessions()[0]["id"] == "b"
+
+
+def test_sessions_visible_to_other_journal(journal: Journal, path: Path) -> None:
+    journal.save_session("ses_x", system=["s"], agent="plan")
+    with Journal(path) as other:
+        s = other.session("ses_x")
+        assert s is not None and s["system"] == ["s"] and s["agent"] == "plan"
+
+
+# --- schema ----------------------------------------------------------------------------------
+
+
+def test_schema(journal: Journal, path: Path) -> None:
+    with raw(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master WHERE type = 'table'")}
+        assert {"runs", "dispatches", "tool_calls", "sessions"} <= tables
+        indexes = {
+            row[0]: (row[1], [c[2] for c in conn.execute(f"PRAGMA index_info({row[0]})")])
+            for row in conn.execute(
+                "SELECT name, tbl_name FROM sqlite_master"
+                " WHERE type = 'index' AND name NOT LIKE 'sqlite_autoindex%'"
+            )
+        }
+        expected = {
+            "runs": [
+                ["started_at", "id"],
+                ["stage", "started_at"],
+                ["hook", "started_at"],
+                ["session", "started_at"],
+                ["dispatch_id", "started_at"],
+                ["ok", "started_at"],
+            ],
+            "dispatches": [
+                ["started_at", "id"],
+                ["stage", "started_at"],
+                ["session", "started_at"],
+            ],
+            "tool_calls": [
+                ["started_at", "id"],
+                ["tool", "started_at"],
+                ["session", "started_at"],
+            ],
+            "sessions": [["updated_at", "id"]],
+        }
+        for table, column_lists in expected.items():
+            have = [cols for tbl, cols in indexes.values() if tbl == table]
+            for cols in column_lists:
+                assert cols in have, (table, cols)
+        # The filtered, ordered queries actually use an index.
+        plan = " ".join(
+            str(row[3])
+            for row in conn.execute(
+                "EXPLAIN QUERY PLAN SELECT data FROM runs WHERE ok = 0"
+                " ORDER BY started_at DESC, id DESC LIMIT 10"
+            )
+        )
+        assert "runs_ok" in plan
+
+
+def test_creates_parent_dir_and_reopens(path: Path) -> None:
+    assert not path.parent.exists()
+    with Journal(path) as journal:
+        journal.record_run(make_run(1))
+    assert path.exists()
+    with Journal(path) as journal:  # schema already there: no error, data kept
+        assert journal.counts()["runs"] == 1
+
+
+def test_newer_schema_refused(path: Path) -> None:
+    Journal(path).close()
+    with raw(path) as conn:
+        conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
+    with pytest.raises(RuntimeError, match="newer"):
+        Journal(path)
