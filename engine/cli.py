@@ -197,6 +197,54 @@ def cmd_call(args: argparse.Namespace) -> int:
     return asyncio.run(_with_engine(root, work))
 
 
+def cmd_serve(args: argparse.Namespace) -> int:
+    from .service import AlreadyRunning, serve
+
+    root = _workspace(args)
+    try:
+        return asyncio.run(serve(root, args.host, args.port))
+    except AlreadyRunning as exc:
+        print(f"evolve serve: {exc}", file=sys.stderr)
+        return 1
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    from .service import Announcement, running
+    from .workspace import Workspace
+
+    root = _workspace(args)
+    found = running(Workspace(root))
+    if found is None:
+        stale = Announcement.read(Workspace(root))
+        print(
+            f"no engine runs for {root}" + (f" (stale announcement of pid {stale.pid})" if stale else ""),
+            file=sys.stderr,
+        )
+        return 1
+    import httpx
+
+    httpx.post(f"{found.url}/v1/shutdown", headers={"authorization": f"Bearer {found.token}"}, timeout=5)
+    print(f"stopping the engine for {root} (pid {found.pid})", file=sys.stderr)
+    return 0
+
+
+def cmd_shim(args: argparse.Namespace) -> int:
+    from .shim_install import InstallError, install, uninstall
+
+    project = Path(args.project or ".").absolute()
+    try:
+        if args.action == "install":
+            root = _workspace(args, must_exist=False)
+            result = install(project, root, args.command.split() if args.command else None)
+        else:
+            result = uninstall(project)
+    except InstallError as exc:
+        print(f"evolve shim {args.action}: {exc}", file=sys.stderr)
+        return 1
+    _print_json(result)
+    return 0
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     root = _workspace(args, must_exist=False)
     report = asyncio.run(diagnose(root))
@@ -258,6 +306,26 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--call-id", metavar="ID", help="recorded in the commit trailers")
     p.add_argument("--json", action="store_true", help="print the whole call record")
     p.set_defaults(func=cmd_call)
+
+    p = sub.add_parser("serve", parents=[common], help="run the engine and its HTTP API for the workspace")
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=0, help="port (default 0: any free port)")
+    p.set_defaults(func=cmd_serve)
+
+    p = sub.add_parser("stop", parents=[common], help="stop the workspace's running engine")
+    p.set_defaults(func=cmd_stop)
+
+    p = sub.add_parser(
+        "shim", parents=[common], help="add the evolve plugin to (or remove it from) an opencode project"
+    )
+    p.add_argument("action", choices=["install", "uninstall"])
+    p.add_argument(
+        "--project", metavar="DIR", help="the opencode project directory (default: the current one)"
+    )
+    p.add_argument(
+        "--command", metavar="CMD", help="how the plugin starts evolve (default: this Python, -m engine)"
+    )
+    p.set_defaults(func=cmd_shim)
 
     p = sub.add_parser("doctor", parents=[common], help="check the workspace; exit 1 when something is wrong")
     p.add_argument("--json", action="store_true")

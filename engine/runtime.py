@@ -68,6 +68,10 @@ class ToolSpec:
             "parameters": self.schema,
             "origin": self.origin,
             "permission": self.permission,
+            # Whether a call asks opencode's permission system first (every hook tool does, §144).
+            "asks": self.origin != "builtin"
+            or self.permission is not None
+            or self.name == "evolve_tool_invoke",
         }
 
 
@@ -95,8 +99,14 @@ class Engine:
         self._settle_sessions: set[str] = set()
         self._background: set[asyncio.Task[Any]] = set()
         self._watcher: asyncio.Task[None] | None = None
-        # Delivers a formatted notification to one session; set by the opencode bridge.
-        self.deliver: Callable[[str, str], Any] | None = None
+        self._last_model: dict[str, str] | None = None
+        self._on_connected: list[Callable[[], None]] = []
+        self.shutdown_requested = asyncio.Event()
+        from .bridge import Bridge  # the bridge needs the engine's type only for checking
+
+        self.bridge = Bridge(self)
+        # Delivers a formatted notification to one session (through opencode, when connected).
+        self.deliver: Callable[[str, str], Any] | None = self.bridge.deliver
 
     # ---- life cycle -------------------------------------------------------------------------
 
@@ -129,6 +139,7 @@ class Engine:
             await asyncio.gather(*pending, return_exceptions=True)
             if self._settle_task and self._settle_task.done():
                 self._settle_task = None
+        await self.bridge.close()
         if self.journal is not None:
             self.journal.close()
 
@@ -144,6 +155,72 @@ class Engine:
     def _warn(self, source: str, message: str) -> None:
         log.warning("%s: %s", source, message)
         self.bus.publish("warning", {"source": source, "message": message})
+
+    def note_model(self, model: dict[str, str]) -> None:
+        """Remember the last chat model (the heartbeat's fallback); persisted when it changes (§87)."""
+        model = {"providerID": model["providerID"], "modelID": model["modelID"]}
+        self._last_model = model
+        if self.state.read().get("model") != model:
+            self.state.update({"model": model})
+
+    def last_model(self) -> dict[str, str] | None:
+        """config.model, else the state file's model, else the last model seen in chat (§178)."""
+        if self.config.model is not None:
+            return self.config.model.to_dict()
+        stored = self.state.read().get("model")
+        if isinstance(stored, dict) and stored.get("providerID") and stored.get("modelID"):
+            return {"providerID": str(stored["providerID"]), "modelID": str(stored["modelID"])}
+        return self._last_model
+
+    def on_opencode_connected(self) -> None:
+        """Called when a shim announces an opencode process (the heartbeat starts from here)."""
+        for hook in self._on_connected:
+            hook()
+
+    def request_shutdown(self) -> None:
+        self.shutdown_requested.set()
+
+    def status(self) -> dict[str, Any]:
+        return {
+            "workspace": str(self.workspace.root),
+            "pid": os.getpid(),
+            "config": self.config.to_dict(),
+            "config_errors": [str(e) for e in self.config_errors],
+            "config_warnings": [str(e) for e in self.config_warnings],
+            "hooks": [
+                {
+                    "file": r.file.name,
+                    "name": r.name,
+                    "test": r.test,
+                    "tools": [t.name for t in r.tools],
+                    "problems": r.problems,
+                }
+                for r in self.registrations.values()
+            ],
+            "skipped": [{"file": s.name, "reason": s.reason} for s in self.skipped],
+            "opencode": [c.conn.to_dict() for c in self.bridge.connections.values()],
+            "sessions": len(self.sessions.known()),
+            "journal": self.journal.counts() if self.journal is not None else None,
+            "model": self.last_model(),
+            "busy": self.busy,
+        }
+
+    def session_view(self, session_id: str, history: bool) -> dict[str, Any]:
+        s = self.sessions.get(session_id)
+        view: dict[str, Any] = {
+            "id": s.id,
+            "title": self.bridge.titles.get(s.id),
+            "system": s.system,
+            "frozen_at": s.frozen_at,
+            "agent": s.agent,
+            "model": s.model,
+            "notifications": s.notifications,
+            "busy": self.bridge.busy.get(s.id, False),
+            "history_length": len(s.history),
+        }
+        if history:
+            view["history"] = s.history
+        return view
 
     # ---- hooks ------------------------------------------------------------------------------
 
@@ -503,7 +580,8 @@ class Engine:
         Files are never created (§130). For a hook, the new content must pass the hook's test;
         then the file is installed executable, committed, and the hook re-discovered.
         """
-        target = Path(path)
+        # Write through a symbolic link to its target (which safe_path keeps inside the workspace).
+        target = Path(os.path.realpath(path))
         async with self._write_lock:
             if not target.is_file():
                 return f"error: not found: {shown}"

@@ -56,6 +56,11 @@ class SessionStore:
         if self._journal is not None:
             self._journal.save_session(session_id, system=session.system, frozen_at=session.frozen_at)
 
+    def forget(self, session_id: str | None) -> None:
+        """A session opencode deleted: it receives no more notifications."""
+        if session_id:
+            self._sessions.pop(session_id, None)
+
     def history(self, session_id: str) -> list[Any]:
         session = self._sessions.get(session_id)
         return session.history if session else []

@@ -1,0 +1,148 @@
+"""The engine's HTTP client for opencode's API (httpx).
+
+opencode is reached either at its own port (`opencode serve --port`, TUI `--port`) or, when it has
+none (`opencode run`, the plain TUI), through the shim's loopback proxy, which forwards to opencode's
+in-process API and requires its own random token. Either way every request names the workspace
+directory, because opencode scopes sessions by directory.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+
+class OpencodeError(RuntimeError):
+    pass
+
+
+@dataclass
+class Connection:
+    """One opencode process that announced itself through the shim."""
+
+    id: str
+    url: str
+    directory: str
+    token: str | None = None
+    mode: str = "unknown"  # run | serve | tui
+    shim_version: str | None = None
+    connected_at: float = field(default_factory=time.time)
+    last_ok: float | None = None
+    last_error: str | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "url": self.url,
+            "directory": self.directory,
+            "mode": self.mode,
+            "shim_version": self.shim_version,
+            "connected_at": self.connected_at,
+            "last_ok": self.last_ok,
+            "last_error": self.last_error,
+        }
+
+
+class OpencodeClient:
+    def __init__(self, conn: Connection, timeout: float = 10.0) -> None:
+        self.conn = conn
+        headers = {"x-opencode-directory": conn.directory}
+        if conn.token:
+            headers["authorization"] = f"Bearer {conn.token}"
+        self._http = httpx.AsyncClient(
+            base_url=conn.url.rstrip("/"), headers=headers, timeout=httpx.Timeout(timeout, connect=2.0)
+        )
+
+    async def close(self) -> None:
+        await self._http.aclose()
+
+    async def _request(
+        self,
+        method: str,
+        path: str,
+        *,
+        json: Any = None,
+        timeout: float | None = None,
+        params: dict[str, Any] | None = None,
+    ) -> Any:
+        try:
+            kwargs: dict[str, Any] = {"json": json, "params": params}
+            if timeout is not None:
+                kwargs["timeout"] = timeout
+            resp = await self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            self.conn.last_error = f"{type(exc).__name__}: {exc}"
+            raise OpencodeError(f"opencode unreachable at {self.conn.url}: {self.conn.last_error}") from exc
+        if resp.status_code >= 400:
+            detail = resp.text[:500]
+            self.conn.last_error = f"HTTP {resp.status_code}: {detail}"
+            raise OpencodeError(f"opencode {method} {path} failed: HTTP {resp.status_code}: {detail}")
+        self.conn.last_ok = time.time()
+        self.conn.last_error = None
+        if resp.status_code == 204 or not resp.content:
+            return None
+        return resp.json()
+
+    async def health(self) -> dict[str, Any]:
+        result: dict[str, Any] = await self._request("GET", "/global/health", timeout=3.0)
+        return result
+
+    async def create_session(self, title: str | None = None) -> dict[str, Any]:
+        body = {"title": title} if title else {}
+        result: dict[str, Any] = await self._request("POST", "/session", json=body)
+        return result
+
+    async def get_session(self, session: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self._request("GET", f"/session/{session}")
+        return result
+
+    async def list_sessions(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = await self._request("GET", "/session")
+        return result
+
+    async def status(self) -> dict[str, Any]:
+        """`{session id: {"type": "busy" | ...}}`; idle sessions are absent."""
+        result: dict[str, Any] = await self._request("GET", "/session/status")
+        return result
+
+    async def messages(self, session: str, limit: int | None = None) -> list[dict[str, Any]]:
+        params = {"limit": limit} if limit else None
+        result: list[dict[str, Any]] = await self._request(
+            "GET", f"/session/{session}/message", params=params
+        )
+        return result
+
+    async def prompt(
+        self,
+        session: str,
+        text: str,
+        *,
+        agent: str | None = None,
+        model: dict[str, str] | None = None,
+        no_reply: bool = False,
+        synthetic: bool = True,
+        wait: bool = True,
+        timeout: float | None = None,
+    ) -> Any:
+        """Send a user message. With `wait`, block until the turn ends (`POST /session/{id}/message`)."""
+        body: dict[str, Any] = {"parts": [{"type": "text", "text": text, "synthetic": synthetic}]}
+        if agent:
+            body["agent"] = agent
+        if model:
+            body["model"] = model
+        if no_reply:
+            body["noReply"] = True
+        path = f"/session/{session}/message" if wait else f"/session/{session}/prompt_async"
+        return await self._request("POST", path, json=body, timeout=timeout)
+
+    async def summarize(self, session: str, model: dict[str, str], timeout: float | None = None) -> Any:
+        return await self._request("POST", f"/session/{session}/summarize", json=model, timeout=timeout)
+
+    async def archive(self, session: str) -> dict[str, Any]:
+        result: dict[str, Any] = await self._request(
+            "PATCH", f"/session/{session}", json={"time": {"archived": int(time.time() * 1000)}}
+        )
+        return result

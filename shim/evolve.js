@@ -1,0 +1,405 @@
+// evolve: the opencode plugin that connects an opencode agent to its evolve engine.
+//
+// One plain ES module with only function exports and no npm dependencies (opencode rejects a module
+// with any non-function export, and resolves no packages next to a plugin file). The shim forwards
+// every opencode hook to the engine (a long-lived `evolve serve` process for the workspace, started
+// here when none runs) and applies what comes back. It decides nothing itself.
+//
+// Options (second element of the plugin tuple in opencode.json, written by `evolve shim install`):
+//   workspace       the evolve workspace (default $OPENCODE_EVOLVE_WORKSPACE, else ~/workspace)
+//   command         argv that runs evolve, e.g. ["/path/python", "-m", "engine"] (default ["evolve"])
+//   startTimeoutMs  how long to wait for a new engine to answer (default 20000)
+
+import { spawn } from "node:child_process";
+import { appendFileSync, mkdirSync, openSync, readFileSync } from "node:fs";
+import { homedir } from "node:os";
+import { join, resolve } from "node:path";
+
+// opencode may initialise a plugin twice in one process (seen in the TUI): reuse the first instance.
+const instances = new Map();
+
+export default async function evolvePlugin(input, options) {
+  const key = JSON.stringify([input?.directory, options?.workspace || null]);
+  if (!instances.has(key)) instances.set(key, new Shim(input, options || {}).init());
+  return await instances.get(key);
+}
+
+function Shim(input, options) {
+  const SHIM_VERSION = "0.1.0";
+  const API_VERSION = "1";
+  const env = process.env;
+  const workspace = resolve(
+    (options.workspace || env.OPENCODE_EVOLVE_WORKSPACE || env.OPENCODE_SIDECAR_WORKSPACE || join(homedir(), "workspace"))
+      .replace(/^~(?=$|\/)/, homedir()),
+  );
+  const stateDir = join(workspace, "state");
+  const command = Array.isArray(options.command) && options.command.length ? options.command : ["evolve"];
+  const startTimeoutMs = Number(options.startTimeoutMs) || 20000;
+  const directory = input.directory || process.cwd();
+
+  let engine = null; // {url, token}
+  let engineDown = false;
+  let reconnecting = null;
+  let connectionId = null;
+  let proxy = null; // {url, token, server}
+  let initDone = false;
+  const inflight = new Set();
+  const pendingHistory = new Map(); // session id -> messages not yet sent to the engine
+  const messageParts = new Map(); // assistant message id -> Map(part id -> part)
+  const handledMessages = new Set();
+  const toolSpecs = new Map();
+
+  // ---- logging ----------------------------------------------------------------------------------
+
+  function log(level, message) {
+    const line = `${new Date().toISOString()} ${level} ${message}\n`;
+    try {
+      mkdirSync(stateDir, { recursive: true });
+      appendFileSync(join(stateDir, "shim.log"), line);
+    } catch {}
+    // opencode's own log, without awaiting its API (never during init: see the init deadlock).
+    if (initDone && input.client?.app?.log) {
+      input.client.app.log({ body: { service: "evolve", level, message } }).catch(() => {});
+    } else if (level !== "debug") {
+      setTimeout(() => input.client?.app?.log?.({ body: { service: "evolve", level, message } })?.catch?.(() => {}), 0);
+    }
+  }
+
+  // ---- the engine -------------------------------------------------------------------------------
+
+  function readAnnouncement() {
+    try {
+      const data = JSON.parse(readFileSync(join(stateDir, "engine.json"), "utf8"));
+      if (data && data.url && data.token) return { url: data.url, token: data.token, api: String(data.api) };
+    } catch {}
+    return null;
+  }
+
+  async function request(path, body, { timeoutMs = 30000, method = "POST", target = engine } = {}) {
+    if (!target) throw new Error("no engine");
+    const controller = new AbortController();
+    const timer = setTimeout(() => controller.abort(), timeoutMs);
+    try {
+      const resp = await fetch(target.url + path, {
+        method,
+        headers: {
+          authorization: `Bearer ${target.token}`,
+          "content-type": "application/json",
+          "x-evolve-api": API_VERSION,
+        },
+        body: method === "GET" ? undefined : JSON.stringify(body ?? {}),
+        signal: controller.signal,
+      });
+      const text = await resp.text();
+      let data = null;
+      try {
+        data = text ? JSON.parse(text) : null;
+      } catch {}
+      if (resp.status === 409) {
+        const err = new Error((data && data.error) || "incompatible evolve engine and shim");
+        err.incompatible = true;
+        throw err;
+      }
+      if (!resp.ok) throw new Error(`engine ${path}: HTTP ${resp.status}: ${(data && data.error) || text.slice(0, 300)}`);
+      return data;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  async function healthy(target) {
+    try {
+      const h = await request("/v1/health", null, { method: "GET", timeoutMs: 1500, target });
+      return h && h.ok;
+    } catch (err) {
+      if (err.incompatible) throw err;
+      return false;
+    }
+  }
+
+  function startEngine() {
+    mkdirSync(stateDir, { recursive: true });
+    const out = openSync(join(stateDir, "engine.log"), "a");
+    const child = spawn(command[0], [...command.slice(1), "serve", "--workspace", workspace], {
+      cwd: workspace,
+      detached: true, // the engine outlives this opencode process and its process group
+      stdio: ["ignore", out, out],
+      env: { ...env, OPENCODE_EVOLVE_WORKSPACE: workspace },
+    });
+    child.on("error", (err) => log("error", `cannot start the evolve engine (${command.join(" ")}): ${err.message}`));
+    child.unref();
+    log("info", `started the evolve engine for ${workspace} (pid ${child.pid})`);
+  }
+
+  async function findOrStartEngine() {
+    let found = readAnnouncement();
+    if (found && (await healthy(found))) return found;
+    startEngine();
+    const deadline = Date.now() + startTimeoutMs;
+    while (Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      found = readAnnouncement();
+      if (found && (await healthy(found))) return found;
+    }
+    throw new Error(`the evolve engine for ${workspace} did not answer within ${startTimeoutMs} ms; see ${join(stateDir, "engine.log")}`);
+  }
+
+  async function connect() {
+    engine = await findOrStartEngine();
+    const resp = await request("/v1/opencode/connect", {
+      url: proxy ? proxy.url : input.serverUrl?.toString?.() || "",
+      token: proxy ? proxy.token : null,
+      directory,
+      mode: proxy ? "in-process" : "server",
+      shim_version: SHIM_VERSION,
+    });
+    connectionId = resp.id;
+    engineDown = false;
+  }
+
+  // A call to the engine that never breaks opencode: on failure it reconnects (starting a new engine
+  // if needed) once, then gives up with a warning and the hook does nothing.
+  async function call(path, body, opts) {
+    const attempt = async () => request(path, body, opts);
+    const p = (async () => {
+      if (engineDown) await reconnect();
+      try {
+        return await attempt();
+      } catch (err) {
+        if (err.incompatible) {
+          log("error", err.message);
+          return null;
+        }
+        if (!engineDown) log("warn", `evolve engine unreachable (${err.message}); hooks are no-ops until it is back`);
+        engineDown = true;
+        await reconnect();
+        if (engineDown) return null;
+        try {
+          return await attempt();
+        } catch (err2) {
+          log("warn", `evolve engine call ${path} failed after reconnecting: ${err2.message}`);
+          return null;
+        }
+      }
+    })();
+    inflight.add(p);
+    p.finally(() => inflight.delete(p));
+    return p;
+  }
+
+  function fire(path, body) {
+    call(path, body, { timeoutMs: 10000 }).catch(() => {});
+  }
+
+  async function reconnect() {
+    if (!reconnecting) {
+      reconnecting = (async () => {
+        try {
+          await connect();
+          log("info", "reconnected to the evolve engine");
+        } catch (err) {
+          log("warn", `evolve engine still unavailable: ${err.message}`);
+        } finally {
+          reconnecting = null;
+        }
+      })();
+    }
+    await reconnecting;
+  }
+
+  // ---- opencode's API for the engine, when opencode has no port of its own -----------------------
+
+  function startProxy() {
+    const cfg = input.client?._client?.getConfig?.();
+    if (!cfg || typeof cfg.fetch !== "function" || typeof Bun === "undefined") return null;
+    const token = randomToken();
+    const server = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      idleTimeout: 0,
+      async fetch(req) {
+        if (req.headers.get("authorization") !== `Bearer ${token}`) {
+          return new Response(JSON.stringify({ error: "unauthorized" }), { status: 401 });
+        }
+        const url = new URL(req.url);
+        const headers = new Headers(req.headers);
+        headers.delete("host");
+        headers.delete("authorization");
+        if (!headers.has("x-opencode-directory")) headers.set("x-opencode-directory", directory);
+        const init = { method: req.method, headers };
+        if (req.method !== "GET" && req.method !== "HEAD") init.body = await req.arrayBuffer();
+        return cfg.fetch(new Request(new URL(url.pathname + url.search, cfg.baseUrl), init));
+      },
+    });
+    return { url: `http://127.0.0.1:${server.port}`, token, server };
+  }
+
+  function randomToken() {
+    const bytes = new Uint8Array(32);
+    crypto.getRandomValues(bytes);
+    return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
+  }
+
+  // ---- hooks ------------------------------------------------------------------------------------
+
+  function takeHistory(session) {
+    if (!session || !pendingHistory.has(session)) return undefined;
+    const history = pendingHistory.get(session);
+    pendingHistory.delete(session);
+    return history;
+  }
+
+  function trackPart(part) {
+    if (!part || !part.messageID || !part.id) return;
+    let parts = messageParts.get(part.messageID);
+    if (!parts) messageParts.set(part.messageID, (parts = new Map()));
+    parts.set(part.id, { ...part });
+  }
+
+  function applyDelta(props) {
+    const part = messageParts.get(props.messageID)?.get(props.partID);
+    if (part && props.field && typeof props.delta === "string") part[props.field] = (part[props.field] || "") + props.delta;
+  }
+
+  async function assistantFinished(info) {
+    if (handledMessages.has(info.id)) return;
+    handledMessages.add(info.id);
+    const parts = [...(messageParts.get(info.id)?.values() || [])];
+    messageParts.delete(info.id);
+    const resp = await call("/v1/opencode/assistant", {
+      session: info.sessionID,
+      message: { id: info.id, agent: info.agent || info.mode, finish: info.finish, providerID: info.providerID, modelID: info.modelID },
+      parts,
+      history: takeHistory(info.sessionID),
+    });
+    const next = resp && resp.continue;
+    if (next && next.text) {
+      const body = { parts: [{ type: "text", text: next.text, synthetic: true }] };
+      if (next.agent) body.agent = next.agent;
+      if (next.model) body.model = next.model;
+      const r = await input.client.session.promptAsync({ path: { id: info.sessionID }, body });
+      if (r && r.error) log("warn", `idle continue failed: ${JSON.stringify(r.error)}`);
+    }
+  }
+
+  function makeTool(spec) {
+    const args = {};
+    for (const [key, schema] of Object.entries(spec.parameters?.properties || {})) args[key] = schema;
+    return {
+      description: spec.description || spec.name,
+      args,
+      async execute(callArgs, ctx) {
+        const session = ctx?.sessionID;
+        if (spec.asks) {
+          const perm = await call(`/v1/tools/${spec.name}/permission`, { args: callArgs || {} });
+          if (perm && perm.ask) {
+            // Denial throws: the tool fails with opencode's message and the hook never runs.
+            await ctx.ask({ permission: perm.ask.permission, patterns: perm.ask.patterns, always: perm.ask.patterns, metadata: {} });
+          }
+        }
+        const result = await call(
+          `/v1/tools/${spec.name}/call`,
+          { args: callArgs || {}, session, call_id: ctx?.callID, history: takeHistory(session) },
+          { timeoutMs: 30 * 60 * 1000 },
+        );
+        if (!result) return `tool error: the evolve engine for ${workspace} is not reachable; see ${join(stateDir, "shim.log")}`;
+        return typeof result.output === "string" ? result.output : JSON.stringify(result.output);
+      },
+    };
+  }
+
+  const hooks = {
+    event: async ({ event }) => {
+      const type = event?.type || "";
+      const props = event?.properties || {};
+      if (type === "message.part.updated") trackPart(props.part);
+      else if (type === "message.part.delta") applyDelta(props);
+      else if (type === "message.updated") {
+        const info = props.info || {};
+        // A response is over when it has a finish reason (before opencode decides whether to go on,
+        // so an idle `continue` lands in the same turn) or, failing that, when it is completed.
+        if (info.role === "assistant" && (info.finish || info.time?.completed)) await assistantFinished(info);
+      } else if (type.startsWith("session.") && type !== "session.diff") {
+        fire("/v1/opencode/event", { type, properties: props });
+      }
+    },
+
+    "chat.message": async (i, o) => {
+      const msg = o?.message || {};
+      fire("/v1/opencode/chat-message", { session: i?.sessionID || msg.sessionID, agent: i?.agent || msg.agent, model: i?.model || msg.model });
+    },
+
+    "experimental.chat.messages.transform": async (_i, o) => {
+      const messages = o?.messages || [];
+      const session = messages.find((m) => m?.info?.sessionID)?.info.sessionID;
+      if (session) {
+        pendingHistory.set(
+          session,
+          messages.map((m) => ({ info: { role: m.info?.role, agent: m.info?.agent }, parts: m.parts || [] })),
+        );
+      }
+    },
+
+    "experimental.chat.system.transform": async (i, o) => {
+      if (!i?.sessionID || !Array.isArray(o?.system)) return;
+      const resp = await call("/v1/opencode/system", { session: i.sessionID, system: o.system, history: takeHistory(i.sessionID) });
+      if (resp && Array.isArray(resp.system) && resp.system.length) {
+        o.system.length = 0;
+        o.system.push(...resp.system);
+      }
+    },
+
+    "experimental.session.compacting": async (i, o) => {
+      const resp = await call("/v1/opencode/compacting", { session: i?.sessionID, history: takeHistory(i?.sessionID) });
+      if (resp && typeof resp.prompt === "string" && resp.prompt) o.prompt = resp.prompt;
+    },
+
+    "tool.execute.before": async (i, o) => {
+      // Observational: the tool never waits for a hook process (sent without awaiting).
+      fire("/v1/opencode/tool-before", { session: i?.sessionID, tool: i?.tool, call_id: i?.callID, args: o?.args, history: takeHistory(i?.sessionID) });
+    },
+
+    "tool.execute.after": async (i, o) => {
+      fire("/v1/opencode/tool-after", { session: i?.sessionID, tool: i?.tool, call_id: i?.callID, title: o?.title, output: o?.output });
+    },
+
+    "tool.definition": async (i, o) => {
+      const spec = toolSpecs.get(i?.toolID);
+      if (!spec) return;
+      o.jsonSchema = spec.parameters;
+      if (spec.description) o.description = spec.description;
+    },
+
+    dispose: async () => {
+      // `opencode run` ends here: let forwarded work reach the engine (bounded), then say goodbye.
+      await Promise.race([Promise.allSettled([...inflight]), new Promise((r) => setTimeout(r, 5000))]);
+      if (engine && connectionId && !engineDown) {
+        await request("/v1/opencode/disconnect", { id: connectionId }, { timeoutMs: 2000 }).catch(() => {});
+      }
+      try {
+        proxy?.server?.stop?.(true);
+      } catch {}
+    },
+  };
+
+  this.init = async () => {
+    // Never await opencode's own API here: opencode is still initialising and would deadlock.
+    proxy = startProxy();
+    try {
+      await connect();
+      const list = await request("/v1/tools", null, { method: "GET" });
+      const tool = {};
+      for (const spec of list.tools || []) {
+        toolSpecs.set(spec.name, spec);
+        tool[spec.name] = makeTool(spec);
+      }
+      hooks.tool = tool;
+      log("info", `evolve ${SHIM_VERSION}: ${toolSpecs.size} tools from the engine for ${workspace}`);
+    } catch (err) {
+      engineDown = true;
+      log("error", `evolve engine unavailable at start (${err.message}); opencode runs without evolve tools, hooks retry on each call`);
+    }
+    initDone = true;
+    return hooks;
+  };
+}
