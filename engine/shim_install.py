@@ -106,8 +106,8 @@ def install(project: Path, workspace: Path, command: list[str] | None = None) ->
     if not isinstance(plugins, list):
         raise InstallError(f"{path}: 'plugin' must be a list; nothing was changed")
     kept = [p for p in plugins if not _is_ours(p)]
-    changed = kept + [entry] != plugins
-    data["plugin"] = kept + [entry]
+    changed = [*kept, entry] != plugins
+    data["plugin"] = [*kept, entry]
     agent = load_config(Workspace(workspace).config_file).config.heartbeat_agent
     added_agent = None
     if agent not in defined_agents(project, data):
