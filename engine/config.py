@@ -196,59 +196,115 @@ def json_type(value: object) -> str:
     return "object"
 
 
-def _line_of(text: str, key: str) -> int | None:
-    match = re.search(rf"""(^|[{{,\s])["']?{re.escape(key)}["']?\s*:""", text, re.MULTILINE)
-    return text.count("\n", 0, match.start()) + 1 if match else None
+def blank_comments(text: str) -> str:
+    """`text` with JSON5 comments replaced by spaces (newlines kept), so that positions and line
+    numbers stay those of the file. String-aware: `"http://x"` is not a comment."""
+    out = list(text)
+    i, n = 0, len(text)
+    quote: str | None = None
+    while i < n:
+        ch = text[i]
+        if quote:
+            if ch == "\\":
+                i += 2
+                continue
+            if ch == quote:
+                quote = None
+        elif ch in "\"'":
+            quote = ch
+        elif text.startswith("//", i):
+            while i < n and text[i] != "\n":
+                out[i] = " "
+                i += 1
+            continue
+        elif text.startswith("/*", i):
+            end = text.find("*/", i + 2)
+            end = n if end < 0 else end + 2
+            for j in range(i, end):
+                if out[j] != "\n":
+                    out[j] = " "
+            i = end
+            continue
+        i += 1
+    return "".join(out)
+
+
+def _line_of(blank: str, key: str) -> int | None:
+    """The line where `key` is defined, in comment-blanked text."""
+    match = re.search(rf"""(?<![\w$])["']?{re.escape(key)}["']?\s*:""", blank)
+    return blank.count("\n", 0, match.start()) + 1 if match else None
 
 
 _JSON5_LINE = re.compile(r"<string>:(\d+)\s*(.*)")
+_QUOTED = re.compile(r"'([^']+)'")
+
+
+def _parse_error(exc: BaseException, blank: str) -> tuple[str, int | None]:
+    if isinstance(exc, RecursionError):
+        return "nested too deeply", None
+    match = _JSON5_LINE.match(str(exc))
+    if match:
+        return match.group(2), int(match.group(1))
+    # Some errors (a bad number like 1e) name the token but not the line: find the token.
+    token = _QUOTED.search(str(exc))
+    if token:
+        at = re.search(rf"(?<![\w.]){re.escape(token.group(1))}(?![\w.])", blank)
+        if at:
+            return str(exc), blank.count("\n", 0, at.start()) + 1
+    return str(exc), None
 
 
 def load_config(path: Path, env: Mapping[str, str] | None = None, base: Config | None = None) -> LoadedConfig:
     """Read `path` (missing is fine: defaults) and apply `EVOLVE_*` overrides from `env`.
 
-    On a file that does not parse, no field of it is applied: the result is `base` (the last good
-    configuration, or the defaults) with the error reported. A field that has the wrong type keeps
-    its value from `base`; the other fields still apply.
+    A file that does not parse changes nothing: the result is `base` (the last good configuration,
+    or the defaults) with the error reported. Otherwise the file applies on top of the defaults (a
+    field deleted from the file goes back to its default), except that a field with a wrong value
+    keeps its value from `base`.
     """
     env = os.environ if env is None else env
     base = base or Config()
     result = LoadedConfig(base)
     values: dict[str, Any] = {}
+    kept: list[str] = []  # fields whose new value is invalid: they keep base's
     source = str(path)
     text = ""
+    parsed_ok = True
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
         pass
     except (OSError, UnicodeDecodeError) as exc:
         result.errors.append(ConfigIssue(source, f"cannot read the file: {exc}"))
-    if text.strip():
+        parsed_ok = False
+    blank = blank_comments(text)
+    if blank.strip():
+        parsed: Any = None
         try:
             parsed = json5.loads(text)
-        except ValueError as exc:
-            match = _JSON5_LINE.match(str(exc))
-            line = int(match.group(1)) if match else None
-            message = match.group(2) if match else str(exc)
+        except (ValueError, RecursionError) as exc:
+            message, line = _parse_error(exc, blank)
             result.errors.append(ConfigIssue(source, f"not valid JSON5: {message}", line=line))
-            parsed = None
-        if parsed is not None and not isinstance(parsed, dict):
+            parsed_ok = False
+        if parsed_ok and not isinstance(parsed, dict):
             result.errors.append(
                 ConfigIssue(source, f"expected an object at the top, got {json_type(parsed)}", line=1)
             )
-        elif isinstance(parsed, dict):
+            parsed_ok = False
+        elif parsed_ok:
             for key, raw in parsed.items():
                 if key.startswith("$"):
                     continue
                 if key not in _CONVERTERS:
                     result.warnings.append(
-                        ConfigIssue(source, "unknown field, ignored", field=key, line=_line_of(text, key))
+                        ConfigIssue(source, "unknown field, ignored", field=key, line=_line_of(blank, key))
                     )
                     continue
                 try:
                     values[key] = _CONVERTERS[key](raw)
                 except _FieldError as exc:
-                    result.errors.append(ConfigIssue(source, str(exc), field=key, line=_line_of(text, key)))
+                    result.errors.append(ConfigIssue(source, str(exc), field=key, line=_line_of(blank, key)))
+                    kept.append(key)
     for name in FIELDS:
         var = f"EVOLVE_{name.upper()}"
         if var not in env:
@@ -256,6 +312,9 @@ def load_config(path: Path, env: Mapping[str, str] | None = None, base: Config |
         try:
             values[name] = _CONVERTERS[name](_from_env_text(name, env[var]))
         except _FieldError as exc:
+            # Not applied: the file's value (or the default) stays.
             result.errors.append(ConfigIssue("environment", f"{var}: {exc}", field=name))
-    result.config = replace(base, **values)
+    for name in kept:
+        values[name] = getattr(base, name)
+    result.config = replace(Config() if parsed_ok else base, **values)
     return result

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextlib
 import json
 import os
 import signal
@@ -169,12 +170,19 @@ async def execute(
         failure = None  # only leftovers of a finished hook held the pipe; judge the hook by its exit
     if failure is None and not err_task.done():
         await asyncio.wait({err_task}, timeout=min(PIPE_GRACE_S, max(deadline - loop.time(), 0)))
-    if failure is not None or not (out_task.done() and err_task.done()):
+    killed = failure is not None or not (out_task.done() and err_task.done())
+    if killed:
         await terminate_group(proc)
     for task in (out_task, err_task, feed_task, wait_task):
         if not task.done():
             task.cancel()
     await asyncio.gather(out_task, err_task, feed_task, wait_task, return_exceptions=True)
+    if killed:
+        # Read what is left to EOF (the group is dead now), so the pipes close here, not in the GC.
+        await asyncio.wait(
+            {asyncio.ensure_future(_drain(proc.stdout)), asyncio.ensure_future(_drain(proc.stderr))},
+            timeout=PIPE_GRACE_S,
+        )
 
     stdout = bytes(out.data)
     run.stderr = err.data.decode("utf-8", errors="replace")
@@ -199,6 +207,12 @@ async def execute(
     run.result = result if failure is None else None
     run.duration_ms = (time.perf_counter() - started) * 1000
     return run
+
+
+async def _drain(stream: asyncio.StreamReader) -> None:
+    with contextlib.suppress(Exception):
+        while await stream.read(65536):
+            pass
 
 
 async def _exited(proc: asyncio.subprocess.Process) -> int:

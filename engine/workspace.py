@@ -141,14 +141,12 @@ class StateFile:
 
     def _read_for_update(self) -> dict[str, Any]:
         try:
-            raw = self.path.read_text(encoding="utf-8")
-        except FileNotFoundError:
-            return {}
-        try:
-            data = json.loads(raw)
+            data = json.loads(self.path.read_text(encoding="utf-8"))
             if isinstance(data, dict):
                 return data
-        except ValueError:
+        except FileNotFoundError:
+            return {}
+        except ValueError:  # not JSON, or not UTF-8 (UnicodeDecodeError is a ValueError)
             pass
         n = 1
         while self.path.with_name(f"{self.path.name}.corrupt-{n}").exists():
