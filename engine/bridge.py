@@ -268,3 +268,53 @@ class Bridge:
                 self.engine.bus.publish(
                     "error", {"source": "action", "message": f"action {kind} failed: {exc}"}
                 )
+
+
+class HeartbeatOpencode:
+    """The heartbeat's view of opencode, over the shim's connections."""
+
+    def __init__(self, bridge: Bridge) -> None:
+        self.bridge = bridge
+
+    async def _call(self, what: str, fn: Any) -> Any:
+        from .heartbeat import Unreachable
+
+        try:
+            return await self.bridge.call(what, fn)
+        except OpencodeError as exc:
+            if "unreachable" in str(exc) or "no opencode connected" in str(exc):
+                raise Unreachable(str(exc)) from exc
+            raise
+
+    async def busy_sessions(self) -> set[str]:
+        status = await self._call("session status", lambda c: c.status())
+        return {
+            sid for sid, st in (status or {}).items() if isinstance(st, dict) and st.get("type") != "idle"
+        }
+
+    async def create_session(self, title: str) -> str:
+        created = await self._call("create session", lambda c: c.create_session(title))
+        return str(created["id"])
+
+    async def session_tokens(self, session: str) -> int:
+        """Input + output tokens of the session's messages since its last compaction summary."""
+        messages = await self._call("messages", lambda c: c.messages(session))
+        total = 0
+        for message in messages or []:
+            info = message.get("info") or {}
+            if info.get("summary") is True:
+                total = 0
+            tokens = info.get("tokens") or {}
+            total += int(tokens.get("input") or 0) + int(tokens.get("output") or 0)
+        return total
+
+    async def summarize(self, session: str, model: dict[str, str]) -> None:
+        await self._call("summarize", lambda c: c.summarize(session, model, timeout=600.0))
+
+    async def archive(self, session: str) -> None:
+        await self._call("archive", lambda c: c.archive(session))
+
+    async def prompt(self, session: str, text: str, agent: str, model: dict[str, str]) -> None:
+        await self._call(
+            "heartbeat prompt", lambda c: c.prompt(session, text, agent=agent, model=model, timeout=1800.0)
+        )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -184,15 +185,24 @@ def cmd_call(args: argparse.Namespace) -> int:
     if not isinstance(tool_args, dict):
         raise UsageError("--args must be a JSON object")
 
+    def show(call: dict[str, Any]) -> int:
+        if args.json:
+            _print_json(call)
+        else:
+            print(call.get("output"))
+        return 1 if call.get("error") else 0
+
+    client = _running_client(args, timeout=3600.0)
+    if client is not None:  # the workspace's engine runs: call through it, as the agent would
+        with contextlib.closing(client):
+            body = {"args": tool_args, "session": args.session, "call_id": args.call_id, "origin": "operator"}
+            return show(client.post(f"/v1/tools/{args.tool}/call", body))
+
     async def work(engine: Engine) -> int:
         call = await engine.call_tool(
             args.tool, tool_args, session=args.session, call_id=args.call_id, origin="operator"
         )
-        if args.json:
-            _print_json(call.to_dict())
-        else:
-            print(call.output)
-        return 1 if call.error else 0
+        return show(call.to_dict())
 
     return asyncio.run(_with_engine(root, work))
 
@@ -242,6 +252,39 @@ def cmd_shim(args: argparse.Namespace) -> int:
         print(f"evolve shim {args.action}: {exc}", file=sys.stderr)
         return 1
     _print_json(result)
+    return 0
+
+
+def _running_client(args: argparse.Namespace, timeout: float = 30.0) -> Any:
+    from .client import EngineClient
+    from .workspace import Workspace
+
+    if getattr(args, "attach", None):
+        if not args.token:
+            raise UsageError("--attach needs --token")
+        return EngineClient(args.attach, args.token, timeout)
+    return EngineClient.for_workspace(Workspace(_workspace(args)), timeout)
+
+
+def cmd_heartbeat(args: argparse.Namespace) -> int:
+    from .client import EngineUnavailable
+
+    client = _running_client(args, timeout=3600.0)
+    if client is None:
+        raise UsageError(
+            "no engine runs for this workspace; the heartbeat lives in the engine (start it with `evolve serve`, "
+            "or start opencode with the evolve plugin)"
+        )
+    try:
+        if args.action == "status":
+            _print_json(client.get("/v1/heartbeat"))
+        else:
+            _print_json(client.post(f"/v1/heartbeat/{args.action}"))
+    except EngineUnavailable as exc:
+        print(f"evolve heartbeat {args.action}: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        client.close()
     return 0
 
 
@@ -326,6 +369,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--command", metavar="CMD", help="how the plugin starts evolve (default: this Python, -m engine)"
     )
     p.set_defaults(func=cmd_shim)
+
+    p = sub.add_parser(
+        "heartbeat", parents=[common], help="the running engine's heartbeat: status, fire, pause, resume"
+    )
+    p.add_argument("action", choices=["status", "fire", "pause", "resume"])
+    p.add_argument(
+        "--attach", metavar="URL", help="an engine elsewhere (default: the workspace's running engine)"
+    )
+    p.add_argument("--token", metavar="TOKEN", help="that engine's token")
+    p.set_defaults(func=cmd_heartbeat)
 
     p = sub.add_parser("doctor", parents=[common], help="check the workspace; exit 1 when something is wrong")
     p.add_argument("--json", action="store_true")

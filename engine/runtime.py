@@ -92,7 +92,7 @@ class Engine:
         self.skipped: list[Skipped] = []
         self.registrations: dict[str, Registration] = {}  # by hook file name, in discovery order
         self.dispatcher = Dispatcher(self.workspace, lambda: self.hooks, self._run_hook)
-        self._write_lock = asyncio.Lock()
+        self.write_lock = asyncio.Lock()
         self._inflight = 0
         self._settle_task: asyncio.Task[None] | None = None
         self._settle_stages: set[str] = set()
@@ -100,17 +100,20 @@ class Engine:
         self._background: set[asyncio.Task[Any]] = set()
         self._watcher: asyncio.Task[None] | None = None
         self._last_model: dict[str, str] | None = None
-        self._on_connected: list[Callable[[], None]] = []
         self.shutdown_requested = asyncio.Event()
         from .bridge import Bridge  # the bridge needs the engine's type only for checking
 
         self.bridge = Bridge(self)
+        from .bridge import HeartbeatOpencode
+        from .heartbeat import Heartbeat
+
+        self.heartbeat = Heartbeat(self, HeartbeatOpencode(self.bridge))
         # Delivers a formatted notification to one session (through opencode, when connected).
         self.deliver: Callable[[str, str], Any] | None = self.bridge.deliver
 
     # ---- life cycle -------------------------------------------------------------------------
 
-    async def start(self, watch: bool = False) -> None:
+    async def start(self, watch: bool = False, heartbeat: bool = False) -> None:
         """Repository first (opencode resolves the project from .git, §165), then discovery."""
         self.workspace.state_dir.mkdir(parents=True, exist_ok=True)
         for issue in self.config_errors:
@@ -127,8 +130,11 @@ class Engine:
             from .watcher import watch_workspace
 
             self._watcher = asyncio.create_task(watch_workspace(self))
+        if heartbeat:
+            self.heartbeat.start()
 
     async def close(self) -> None:
+        await self.heartbeat.stop()
         if self._watcher is not None:
             self._watcher.cancel()
             await asyncio.gather(self._watcher, return_exceptions=True)
@@ -174,8 +180,7 @@ class Engine:
 
     def on_opencode_connected(self) -> None:
         """Called when a shim announces an opencode process (the heartbeat starts from here)."""
-        for hook in self._on_connected:
-            hook()
+        self.heartbeat.connected()
 
     def request_shutdown(self) -> None:
         self.shutdown_requested.set()
@@ -203,6 +208,7 @@ class Engine:
             "journal": self.journal.counts() if self.journal is not None else None,
             "model": self.last_model(),
             "busy": self.busy,
+            "heartbeat": self.heartbeat.status(),
         }
 
     def session_view(self, session_id: str, history: bool) -> dict[str, Any]:
@@ -408,7 +414,7 @@ class Engine:
         await asyncio.sleep(0)  # let stages finishing in the same tick join this commit
         stages, sessions = sorted(self._settle_stages), sorted(self._settle_sessions)
         self._settle_stages, self._settle_sessions = set(), set()
-        async with self._write_lock:
+        async with self.write_lock:
             await self.commit(
                 f"hooks changed files during {', '.join(stages)}",
                 {"Origin": "hook", "Stage": " ".join(stages), "Session": " ".join(sessions)},
@@ -416,7 +422,7 @@ class Engine:
 
     async def commit_external(self) -> Commit | None:
         """Commit changes nobody in the engine made (a person editing a hook), separately."""
-        async with self._write_lock:
+        async with self.write_lock:
             files = await asyncio.to_thread(self.git.dirty_files)
             if not files:
                 return None
@@ -427,7 +433,7 @@ class Engine:
     def busy(self) -> bool:
         return (
             self._inflight > 0
-            or self._write_lock.locked()
+            or self.write_lock.locked()
             or bool(self._settle_task and not self._settle_task.done())
         )
 
@@ -546,7 +552,7 @@ class Engine:
             session=ctx.session,
             history=self.sessions.history(ctx.session) if ctx.session else None,
         )
-        async with self._write_lock:
+        async with self.write_lock:
             commit = await self.commit(f"update {tool.short}", {**ctx.trailers(), "Hook": tool.file})
         if commit:
             ctx.commits.append(commit.sha)
@@ -582,7 +588,7 @@ class Engine:
         """
         # Write through a symbolic link to its target (which safe_path keeps inside the workspace).
         target = Path(os.path.realpath(path))
-        async with self._write_lock:
+        async with self.write_lock:
             if not target.is_file():
                 return f"error: not found: {shown}"
             old = target.read_text(encoding="utf-8", errors="surrogateescape")

@@ -373,6 +373,25 @@ def build_app(engine: Engine, token: str) -> ASGIApp:
         limit = _int_param(request, "limit", 100)
         return JSONResponse({"commits": await asyncio.to_thread(engine.git.log, limit)})
 
+    @add("/v1/heartbeat", "GET")
+    async def heartbeat_status(request: Request) -> Response:
+        return JSONResponse(engine.heartbeat.status())
+
+    @add("/v1/heartbeat/fire", "POST")
+    async def heartbeat_fire(request: Request) -> Response:
+        result = await engine.heartbeat.fire("manual")
+        return JSONResponse({"result": result.to_dict(), "status": engine.heartbeat.status()})
+
+    @add("/v1/heartbeat/pause", "POST")
+    async def heartbeat_pause(request: Request) -> Response:
+        await engine.heartbeat.pause()
+        return JSONResponse(engine.heartbeat.status())
+
+    @add("/v1/heartbeat/resume", "POST")
+    async def heartbeat_resume(request: Request) -> Response:
+        await engine.heartbeat.resume()
+        return JSONResponse(engine.heartbeat.status())
+
     @add("/v1/shutdown", "POST")
     async def shutdown(request: Request) -> Response:
         engine.request_shutdown()

@@ -114,7 +114,7 @@ async def serve(root: Path, host: str = "127.0.0.1", port: int = 0, ready: Any =
     announcement = Announcement(url, token, os.getpid(), __version__, API_VERSION, str(root))
     loop = asyncio.get_running_loop()
     try:
-        await engine.start(watch=True)
+        await engine.start(watch=True, heartbeat=True)
         announcement.write(ws)
         log.warning("engine for %s listening on %s (pid %d)", root, url, os.getpid())
         if ready is not None:
