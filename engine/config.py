@@ -49,6 +49,7 @@ class Config:
     # Beyond the original host:
     hook_output_limit: int = 8 * 1024 * 1024  # bytes of stdout a hook run may print before it fails
     journal_max_runs: int = 20_000  # hook runs (and dispatches, tool calls) kept in the journal
+    review: str = "log"  # "gate": the agent's hook and prompt changes wait for an operator's approval
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -154,6 +155,7 @@ _CONVERTERS: dict[str, Callable[[object], Any]] = {
     "heartbeat_skip_active": _as_bool,
     "hook_output_limit": _positive(lambda v: _as_int(v, nullable=False)),
     "journal_max_runs": _positive(lambda v: _as_int(v, nullable=False)),
+    "review": _as_choice(REVIEW_MODES),
 }
 FIELDS = tuple(_CONVERTERS)
 

@@ -22,8 +22,19 @@ TRAILER_PREFIX = "Evolve-"
 _LOCK_RETRIES = 100
 
 
+NOTES_REF = "refs/notes/evolve-review"
+
+
 class GitError(RuntimeError):
     pass
+
+
+class RevertConflict(GitError):
+    def __init__(self, sha: str, files: list[str]) -> None:
+        super().__init__(
+            f"reverting {sha[:10]} conflicts with later changes to {', '.join(files)}; nothing was changed"
+        )
+        self.files = files
 
 
 @dataclass(frozen=True)
@@ -200,3 +211,54 @@ class GitStore:
                 }
             )
         return commits
+
+    def resolve(self, rev: str) -> str:
+        with self._lock:
+            return self._git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").strip()
+
+    def show_diff(self, sha: str, limit: int = 2_000_000) -> tuple[str, bool]:
+        """The patch of one commit (against its parent; the root commit against nothing), cut at `limit`."""
+        with self._lock:
+            out = self._git("show", "--format=", "--patch", "--no-color", "--no-ext-diff", sha)
+        return (out[:limit], True) if len(out) > limit else (out, False)
+
+    def reviews(self) -> dict[str, str]:
+        """Commit sha -> review note, for every reviewed commit."""
+        with self._lock:
+            try:
+                listing = self._git("notes", f"--ref={NOTES_REF}", "list")
+            except GitError:
+                return {}
+            out: dict[str, str] = {}
+            for line in listing.splitlines():
+                parts = line.split()
+                if len(parts) == 2:
+                    note_blob, commit = parts
+                    out[commit] = self._git("cat-file", "-p", note_blob).strip()
+            return out
+
+    def add_review(self, sha: str, note: str) -> None:
+        """Record a review as a git note, beside the history (the commit itself is not rewritten)."""
+        with self._lock:
+            self._git("notes", f"--ref={NOTES_REF}", "add", "-f", "-m", note, sha, env=self._env())
+
+    def revert(self, sha: str, message: str, trailers: Mapping[str, str | None]) -> Commit | None:
+        """A new commit undoing `sha`. On a conflict the work tree is restored and RevertConflict
+        names the files. The caller makes sure nothing else is uncommitted first."""
+        with self._lock:
+            try:
+                self._git("revert", "--no-commit", "--no-edit", sha, env=self._env())
+            except GitError:
+                conflicted = [
+                    f for f in self._git("diff", "--name-only", "--diff-filter=U", "-z").split("\0") if f
+                ]
+                try:
+                    self._git("revert", "--abort")
+                except GitError:
+                    self._git("reset", "--hard", "-q", "HEAD")
+                raise RevertConflict(sha, conflicted or ["(unknown)"]) from None
+            return self.commit(message, trailers)
+
+    def parent_is_root(self, sha: str) -> bool:
+        with self._lock:
+            return not self._git("rev-list", "--parents", "-n1", sha).split()[1:]

@@ -10,11 +10,12 @@ tested without sleeping.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Protocol
 
 from .builtins import format_datetime
@@ -102,10 +103,8 @@ class Heartbeat:
         self.on_tick: list[Callable[[TickResult], Awaitable[None] | None]] = []
         last = engine.state.read().get("heartbeat_last")
         if isinstance(last, dict):
-            try:
+            with contextlib.suppress(TypeError):
                 self.state.last = TickResult(**last)
-            except TypeError:
-                pass
 
     # ---- schedule ---------------------------------------------------------------------------
 
@@ -156,10 +155,7 @@ class Heartbeat:
     async def _loop(self) -> None:
         while True:
             next_at = self.state.next_at
-            if next_at is None or self.paused:
-                timeout = None
-            else:
-                timeout = max(next_at - self.clock.now(), 0.0)
+            timeout = None if next_at is None or self.paused else max(next_at - self.clock.now(), 0.0)
             self._wake.clear()
             woken = await self.clock.wait(self._wake, timeout)
             if woken:
@@ -269,7 +265,7 @@ class Heartbeat:
             engine.state.update(
                 {
                     "heartbeat_count": count,
-                    "heartbeat_time": format_datetime(datetime.now(timezone.utc)),
+                    "heartbeat_time": format_datetime(datetime.now(UTC)),
                     "heartbeat_session": session,
                 }
             )
@@ -291,7 +287,7 @@ class Heartbeat:
             raise Unreachable(str(exc)) from exc
 
     async def _new_session(self) -> str:
-        title = f"{self.engine.config.heartbeat_title} ({format_datetime(datetime.now(timezone.utc))})"
+        title = f"{self.engine.config.heartbeat_title} ({format_datetime(datetime.now(UTC))})"
         session = await self.opencode.create_session(title)
         self.engine.state.update({"heartbeat_session": session})
         self.engine.sessions.get(session)

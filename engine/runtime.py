@@ -104,6 +104,9 @@ class Engine:
         from .bridge import Bridge  # the bridge needs the engine's type only for checking
 
         self.bridge = Bridge(self)
+        from .changes import Changes
+
+        self.changes = Changes(self)
         from .bridge import HeartbeatOpencode
         from .heartbeat import Heartbeat
 
@@ -601,6 +604,14 @@ class Engine:
                 if not result.ok:
                     self.bus.publish("validation", {"hook": hook, "ok": False, "output": result.output})
                     return "validation failed:\n" + result.output
+            if ctx.origin == "tool" and self.config.review == "gate":
+                held = self.changes.hold(
+                    shown, old.encode("utf-8", "surrogateescape"), new, message, ctx, hook
+                )
+                return (
+                    f"{shown}: the change passed validation and awaits review by the operator "
+                    f"(pending change {held.id}); it takes effect only once approved"
+                )
             mode = 0o755 if hook is not None else stat.S_IMODE(target.stat().st_mode)
             await asyncio.to_thread(write_atomic, target, new.encode("utf-8", errors="surrogateescape"), mode)
             commit = await self.commit(message, {**ctx.trailers(), "File": shown})
@@ -609,3 +620,10 @@ class Engine:
         if hook is not None:
             await self.discover()
         return success
+
+    async def after_files_changed(self, files: list[str]) -> None:
+        """Hooks, prompts or config changed by an operator action: re-discover and reload at once."""
+        if any(f.startswith("hooks/") for f in files):
+            await self.discover()
+        if "config/evolve.jsonc" in files:
+            self.reload_config()

@@ -7,6 +7,7 @@ by its owner). JSON in, JSON out; `GET /v1/events` is a Server-Sent Events strea
 from __future__ import annotations
 
 import asyncio
+import difflib
 import hmac
 import json
 import logging
@@ -392,6 +393,62 @@ def build_app(engine: Engine, token: str) -> ASGIApp:
         await engine.heartbeat.resume()
         return JSONResponse(engine.heartbeat.status())
 
+    @add("/v1/changes", "GET")
+    async def changes(request: Request) -> Response:
+        limit = _int_param(request, "limit", 200)
+        history = await asyncio.to_thread(engine.changes.history, limit)
+        pending = [p.to_dict(with_content=False) for p in engine.changes.pending(include_decided=True)]
+        return JSONResponse({"changes": history, "pending": pending})
+
+    @add("/v1/changes/{rev}/diff", "GET")
+    async def change_diff(request: Request) -> Response:
+        return JSONResponse(
+            await _change(lambda: asyncio.to_thread(engine.changes.diff, request.path_params["rev"]))
+        )
+
+    @add("/v1/changes/{rev}/approve", "POST")
+    async def change_approve(request: Request) -> Response:
+        who = _opt_str(await _body(request), "by") or "operator"
+        return JSONResponse(await _change(lambda: engine.changes.approve(request.path_params["rev"], who)))
+
+    @add("/v1/changes/{rev}/revert", "POST")
+    async def change_revert(request: Request) -> Response:
+        who = _opt_str(await _body(request), "by") or "operator"
+        return JSONResponse(await _change(lambda: engine.changes.revert(request.path_params["rev"], who)))
+
+    @add("/v1/pending/{id}", "GET")
+    async def pending_get(request: Request) -> Response:
+        item = await _change(lambda: _async(engine.changes.get, request.path_params["id"]))
+        current = engine.workspace.root / item.file
+        try:
+            before = current.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            before = ""
+        diff = "".join(
+            difflib.unified_diff(
+                before.splitlines(keepends=True),
+                item.content.splitlines(keepends=True),
+                f"a/{item.file}",
+                f"b/{item.file}",
+            )
+        )
+        return JSONResponse({**item.to_dict(), "diff": diff})
+
+    @add("/v1/pending/{id}/approve", "POST")
+    async def pending_approve(request: Request) -> Response:
+        who = _opt_str(await _body(request), "by") or "operator"
+        return JSONResponse(
+            await _change(lambda: engine.changes.approve_pending(request.path_params["id"], who))
+        )
+
+    @add("/v1/pending/{id}/reject", "POST")
+    async def pending_reject(request: Request) -> Response:
+        data = await _body(request)
+        who, reason = _opt_str(data, "by") or "operator", _opt_str(data, "reason")
+        return JSONResponse(
+            await _change(lambda: engine.changes.reject_pending(request.path_params["id"], who, reason))
+        )
+
     @add("/v1/shutdown", "POST")
     async def shutdown(request: Request) -> Response:
         engine.request_shutdown()
@@ -399,6 +456,19 @@ def build_app(engine: Engine, token: str) -> ASGIApp:
 
     app = Starlette(routes=routes)
     return TokenAuth(app, token)
+
+
+async def _change(action: Callable[[], Awaitable[Any]]) -> Any:
+    from .changes import ChangeError
+
+    try:
+        return await action()
+    except ChangeError as exc:
+        raise ApiError(409, str(exc)) from exc
+
+
+async def _async(fn: Callable[..., Any], *args: Any) -> Any:
+    return fn(*args)
 
 
 def _journal(engine: Engine) -> Any:
