@@ -152,6 +152,13 @@ def _hook_path(engine: Engine, hook: str) -> str | os.PathLike[str]:
         return f"error: {exc}"
 
 
+def hook_name(engine: Engine, path: os.PathLike[str]) -> str:
+    """The hook's canonical name: where its content lives, relative to hooks/ ("./a/../notes.py" and
+    a symbolic link to notes.py both are "notes.py"), so that no spelling escapes its test."""
+    real_hooks = os.path.realpath(engine.workspace.hooks_dir)
+    return os.path.relpath(os.path.realpath(path), real_hooks)
+
+
 async def _hook_read(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
     path = _hook_path(engine, args["hook"])
     if isinstance(path, str):
@@ -183,14 +190,15 @@ async def _change_hook(
     path = _hook_path(engine, hook)
     if isinstance(path, str):
         return path
+    name = hook_name(engine, path)
     return await engine.change_file(
         os.fspath(path),
-        f"hooks/{hook}",
+        f"hooks/{name}",
         change,
-        message=f"{verb} hook {hook}",
+        message=f"{verb} hook {name}",
         success=f"successfully {done} {hook}",
         ctx=ctx,
-        hook=hook,
+        hook=name,
     )
 
 
@@ -198,7 +206,7 @@ async def _hook_validate(engine: Engine, args: dict[str, Any], ctx: CallContext)
     path = _hook_path(engine, args["hook"])
     if isinstance(path, str):
         return path
-    result = await engine.validate_hook(args["hook"], args["content"])
+    result = await engine.validate_hook(hook_name(engine, path), args["content"])
     return "validation passed" if result.ok else "validation failed:\n" + result.output
 
 

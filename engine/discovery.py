@@ -11,7 +11,7 @@ from typing import Any
 
 from .schema import ToolSpecError, tool_schema
 
-TOOL_NAME = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 @dataclass(frozen=True)
@@ -137,7 +137,7 @@ def _tool_from(reg: Registration, spec: object, index: int) -> HookTool | None:
         reg.problems.append(f"tool #{index + 1}: 'name' must be a non-empty string; skipped")
         return None
     full = f"{reg.name}_{short}"
-    if not TOOL_NAME.match(full):
+    if not TOOL_NAME.fullmatch(full):
         reg.problems.append(
             f"tool {full!r}: a tool name may use only letters, digits, _ and - (64 at most); skipped"
         )

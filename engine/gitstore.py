@@ -44,6 +44,11 @@ class Commit:
     files: tuple[str, ...]
 
 
+def _is_lock_error(stderr: str) -> bool:
+    """Another git process holds a lock we need (the index, HEAD or a ref): worth retrying."""
+    return "index.lock" in stderr or "cannot lock ref" in stderr or ".lock': File exists" in stderr
+
+
 def trailers_text(trailers: Mapping[str, str | None]) -> str:
     lines = []
     for key, value in trailers.items():
@@ -110,12 +115,18 @@ class GitStore:
     def _env(self) -> dict[str, str]:
         """Use the repository's identity if it has one, else `evolve` (§160), without writing config."""
         env: dict[str, str] = {}
-        reader = self.repo.config_reader()
-        if not reader.has_option("user", "name"):
+        if not self._has_config("user.name"):
             env["GIT_AUTHOR_NAME"] = env["GIT_COMMITTER_NAME"] = IDENTITY["name"]
-        if not reader.has_option("user", "email"):
+        if not self._has_config("user.email"):
             env["GIT_AUTHOR_EMAIL"] = env["GIT_COMMITTER_EMAIL"] = IDENTITY["email"]
         return env
+
+    def _has_config(self, key: str) -> bool:
+        """Ask git itself, so that GIT_CONFIG_GLOBAL, includes and the like count as git counts them."""
+        try:
+            return bool(self.repo.git.config("--get", key).strip())
+        except git.GitCommandError:
+            return False
 
     def _git(self, *args: str, env: Mapping[str, str] | None = None) -> str:
         """Run git, retrying while another git process holds the index lock."""
@@ -128,7 +139,7 @@ class GitStore:
                 )
                 return out
             except git.GitCommandError as exc:
-                if "index.lock" in str(exc.stderr) and attempt + 1 < _LOCK_RETRIES:
+                if _is_lock_error(str(exc.stderr)) and attempt + 1 < _LOCK_RETRIES:
                     time.sleep(delay)
                     delay = min(delay * 2, 0.2)
                     continue
@@ -154,6 +165,23 @@ class GitStore:
                 i += 1  # a rename is followed by its source path
         return files
 
+    def snapshot(self) -> dict[str, str]:
+        """Uncommitted paths with a fingerprint of their content (or "-" when deleted)."""
+        out: dict[str, str] = {}
+        for rel in self.dirty_files():
+            path = self.root / rel
+            try:
+                st = path.lstat()
+                out[rel] = f"{st.st_size}:{st.st_mtime_ns}:{st.st_mode}"
+            except OSError:
+                out[rel] = "-"
+        return out
+
+    def changed_since(self, before: dict[str, str]) -> list[str]:
+        """Paths uncommitted now that were clean at `before`, or changed since."""
+        now = self.snapshot()
+        return [rel for rel, mark in now.items() if before.get(rel) != mark]
+
     def commit(
         self,
         message: str,
@@ -165,9 +193,10 @@ class GitStore:
         with self._lock:
             if paths is None:
                 self._git("add", "-A")
+                staged = self._git("diff", "--cached", "--name-only", "-z")
             else:
                 self._git("add", "-A", "--", *paths)
-            staged = self._git("diff", "--cached", "--name-only", "-z")
+                staged = self._git("diff", "--cached", "--name-only", "-z", "--", *paths)
             files = tuple(f for f in staged.split("\0") if f)
             if not files and not allow_empty:
                 return None
@@ -178,6 +207,8 @@ class GitStore:
             args = ["commit", "--no-verify", "-q", "-m", body]
             if allow_empty:
                 args.append("--allow-empty")
+            if paths is not None:
+                args += ["--", *files]  # only these, whatever else someone staged
             self._git(*args, env=self._env())
             sha = self._git("rev-parse", "HEAD").strip()
             return Commit(sha, body, files)

@@ -15,6 +15,7 @@ import os
 import signal
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -101,23 +102,51 @@ class _Capture:
                 self.data += chunk
 
 
-async def execute(
-    run: HookRun,
-    path: Path,
+@dataclass
+class Finished:
+    """How a process run ended. `failure` is set for what is not an exit status: a spawn error, a
+    timeout, too much output."""
+
+    stdout: bytes = b""
+    stderr: bytes = b""
+    stderr_truncated: bool = False
+    stdout_truncated: bool = False
+    returncode: int | None = None
+    failure: str | None = None
+    spawn_error: OSError | None = None
+
+    @property
+    def signal(self) -> str | None:
+        code = self.returncode
+        if code is None or code >= 0:
+            return None
+        try:
+            return signal.Signals(-code).name
+        except ValueError:
+            return f"signal {-code}"
+
+
+async def run_process(
+    argv: list[str],
     *,
     cwd: Path,
+    env: Mapping[str, str] | None,
+    stdin: bytes | None,
     timeout_ms: int,
     stdout_limit: int,
-    env: Mapping[str, str] | None = None,
-) -> HookRun:
-    """Run the hook at `path` for `run.stage` with `run.input` on stdin; fill in and return `run`."""
-    started = time.perf_counter()
-    stdin_data = b"" if run.input is None else json.dumps(run.input, ensure_ascii=False).encode()
+    stdout_fail_over: bool = True,
+    stderr_limit: int = STDERR_LIMIT,
+) -> Finished:
+    """Run `argv` in its own process group with bounded output and a timeout that kills the group.
+
+    A process is judged by its own exit: when it exits but something it started still holds its
+    pipes, those are given a moment and then killed, without turning the run into a timeout.
+    """
+    done = Finished()
     try:
         proc = await asyncio.create_subprocess_exec(
-            str(path),
-            run.stage,
-            stdin=asyncio.subprocess.PIPE,
+            *argv,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             cwd=str(cwd),
@@ -125,48 +154,47 @@ async def execute(
             start_new_session=True,
         )
     except OSError as exc:
-        hint = " (does the script start with a #! line?)" if exc.errno == 8 else ""
-        run.error = f"cannot start hooks/{run.hook}: {exc.strerror or exc}{hint}"
-        run.duration_ms = (time.perf_counter() - started) * 1000
-        return run
+        done.spawn_error = exc
+        return done
 
-    assert proc.stdin and proc.stdout and proc.stderr
+    assert proc.stdout and proc.stderr
 
     async def feed() -> None:
-        assert proc.stdin
+        if proc.stdin is None or stdin is None:
+            return
         try:
-            proc.stdin.write(stdin_data)
+            proc.stdin.write(stdin)
             await proc.stdin.drain()
             proc.stdin.close()
             await proc.stdin.wait_closed()
         except (BrokenPipeError, ConnectionResetError):
-            pass  # the hook exited without reading its input: not an error (HCP: EPIPE is success)
+            pass  # the process exited without reading its input: not an error (EPIPE is success)
 
-    out = _Capture(stdout_limit, fail_over=True)
-    err = _Capture(STDERR_LIMIT, fail_over=False)
+    out = _Capture(stdout_limit, fail_over=stdout_fail_over)
+    err = _Capture(stderr_limit, fail_over=False)
     out_task = asyncio.ensure_future(out.read(proc.stdout))
     err_task = asyncio.ensure_future(err.read(proc.stderr))
     feed_task = asyncio.ensure_future(feed())
-    # proc.wait() also waits for the pipes to close, so it never returns while something the hook
-    # started holds stdout; the return code itself is set as soon as the hook exits.
+    # proc.wait() also waits for the pipes to close, so it never returns while something the process
+    # started holds stdout; the return code itself is set as soon as the process exits.
     wait_task = asyncio.ensure_future(_exited(proc))
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_ms / 1000
     failure: str | None = None
     pending = {wait_task, out_task}
     while pending and failure is None:
-        done, pending = await asyncio.wait(
+        finished, pending = await asyncio.wait(
             pending, timeout=max(deadline - loop.time(), 0), return_when=asyncio.FIRST_COMPLETED
         )
-        if out_task in done and isinstance(out_task.exception(), _OutputTooLarge):
+        if out_task in finished and isinstance(out_task.exception(), _OutputTooLarge):
             failure = f"stdout exceeded {stdout_limit} bytes (process group killed)"
-        elif not done:
+        elif not finished:
             failure = f"timeout after {timeout_ms} ms (process group killed)"
         elif wait_task.done() and pending:
-            # The hook exited; give whatever it started a moment to release stdout, then stop.
+            # It exited; give whatever it started a moment to release stdout, then stop.
             deadline = min(deadline, loop.time() + PIPE_GRACE_S)
     if failure is not None and failure.startswith("timeout") and wait_task.done():
-        failure = None  # only leftovers of a finished hook held the pipe; judge the hook by its exit
+        failure = None  # only leftovers of a finished process held the pipe; judge it by its exit
     if failure is None and not err_task.done():
         await asyncio.wait({err_task}, timeout=min(PIPE_GRACE_S, max(deadline - loop.time(), 0)))
     killed = failure is not None or not (out_task.done() and err_task.done())
@@ -182,24 +210,51 @@ async def execute(
             {asyncio.ensure_future(_drain(proc.stdout)), asyncio.ensure_future(_drain(proc.stderr))},
             timeout=PIPE_GRACE_S,
         )
+    done.stdout, done.stdout_truncated = bytes(out.data), out.cut
+    done.stderr, done.stderr_truncated = bytes(err.data), err.cut
+    done.returncode = proc.returncode
+    done.failure = failure
+    return done
 
-    stdout = bytes(out.data)
-    run.stderr = err.data.decode("utf-8", errors="replace")
-    run.stderr_truncated = err.cut
-    run.stdout_lines, run.logs, result, parse_error = parse_jsonl(stdout)
-    code = proc.returncode
-    if code is not None and code < 0:
-        try:
-            run.signal = signal.Signals(-code).name
-        except ValueError:
-            run.signal = f"signal {-code}"
-    else:
-        run.exit_code = code
+
+async def execute(
+    run: HookRun,
+    path: Path,
+    *,
+    cwd: Path,
+    timeout_ms: int,
+    stdout_limit: int,
+    env: Mapping[str, str] | None = None,
+) -> HookRun:
+    """Run the hook at `path` for `run.stage` with `run.input` on stdin; fill in and return `run`."""
+    started = time.perf_counter()
+    stdin_data = b"" if run.input is None else json.dumps(run.input, ensure_ascii=False).encode()
+    done = await run_process(
+        [str(path), run.stage],
+        cwd=cwd,
+        env=env,
+        stdin=stdin_data,
+        timeout_ms=timeout_ms,
+        stdout_limit=stdout_limit,
+    )
+    if done.spawn_error is not None:
+        exc = done.spawn_error
+        hint = " (does the script start with a #! line?)" if exc.errno == 8 else ""
+        run.error = f"cannot start hooks/{run.hook}: {exc.strerror or exc}{hint}"
+        run.duration_ms = (time.perf_counter() - started) * 1000
+        return run
+    run.stderr = done.stderr.decode("utf-8", errors="replace")
+    run.stderr_truncated = done.stderr_truncated
+    run.stdout_lines, run.logs, result, parse_error = parse_jsonl(done.stdout)
+    run.signal = done.signal
+    if run.signal is None:
+        run.exit_code = done.returncode
+    failure = done.failure
     if failure is None:
         if run.signal:
             failure = f"exit {run.signal}"
-        elif code:
-            failure = f"exit {code}"
+        elif done.returncode:
+            failure = f"exit {done.returncode}"
         elif parse_error:
             failure = parse_error
     run.error = failure

@@ -24,6 +24,7 @@ from .dispatch import Dispatcher
 from .events import EventBus
 from .gitstore import Commit, GitError, GitStore
 from .journal import Journal
+from .locks import WorkspaceLock
 from .records import HookRun, StageResult, ToolCall, new_id
 from .runner import execute
 from .schema import permission_patterns, validate_args
@@ -92,7 +93,7 @@ class Engine:
         self.skipped: list[Skipped] = []
         self.registrations: dict[str, Registration] = {}  # by hook file name, in discovery order
         self.dispatcher = Dispatcher(self.workspace, lambda: self.hooks, self._run_hook)
-        self.write_lock = asyncio.Lock()
+        self.write_lock = WorkspaceLock(self.workspace.state_dir / "write.lock")
         self._inflight = 0
         self._settle_task: asyncio.Task[None] | None = None
         self._settle_stages: set[str] = set()
@@ -100,6 +101,7 @@ class Engine:
         self._background: set[asyncio.Task[Any]] = set()
         self._watcher: asyncio.Task[None] | None = None
         self._last_model: dict[str, str] | None = None
+        self.commit_error: str | None = None  # why the last commit failed, if it did
         self.shutdown_requested = asyncio.Event()
         from .bridge import Bridge  # the bridge needs the engine's type only for checking
 
@@ -122,7 +124,8 @@ class Engine:
         for issue in self.config_errors:
             self._warn("config", str(issue))
         try:
-            initial = await asyncio.to_thread(self.git.ensure)
+            async with self.write_lock:
+                initial = await asyncio.to_thread(self.git.ensure)
             if initial:
                 self._published_commit(initial)
             await self.commit_external()
@@ -312,7 +315,12 @@ class Engine:
         return tools
 
     def registration_for(self, hook: str) -> Registration | None:
-        return self.registrations.get(hook)
+        """The registration of the hook whose content is hooks/<hook> (also through a symbolic link)."""
+        reg = self.registrations.get(hook)
+        if reg is not None:
+            return reg
+        real = os.path.realpath(self.workspace.hooks_dir / hook)
+        return next((r for r in self.registrations.values() if os.path.realpath(r.file.path) == real), None)
 
     # ---- stages -----------------------------------------------------------------------------
 
@@ -393,10 +401,15 @@ class Engine:
             "commit", {"sha": commit.sha, "message": commit.message, "files": list(commit.files)}
         )
 
-    async def commit(self, message: str, trailers: dict[str, str | None]) -> Commit | None:
+    async def commit(
+        self, message: str, trailers: dict[str, str | None], paths: list[str] | None = None
+    ) -> Commit | None:
+        """Commit `paths` (everything uncommitted when None) with evolve's trailers."""
+        self.commit_error = None
         try:
-            commit = await asyncio.to_thread(self.git.commit, message, trailers)
+            commit = await asyncio.to_thread(self.git.commit, message, trailers, paths)
         except GitError as exc:
+            self.commit_error = str(exc)
             self._warn("git", str(exc))
             return None
         if commit:
@@ -548,6 +561,9 @@ class Engine:
         reg = self.registrations.get(tool.file)
         if reg is None:
             return f"unknown tool: {name}"
+        # What was uncommitted before the tool ran is someone else's (a hand edit): keep it out of the
+        # tool's commit unless the tool changed it further.
+        before = await asyncio.to_thread(self.git.snapshot)
         run = await self.dispatcher.call_one(
             reg.file,
             "execute_tool",
@@ -556,7 +572,12 @@ class Engine:
             history=self.sessions.history(ctx.session) if ctx.session else None,
         )
         async with self.write_lock:
-            commit = await self.commit(f"update {tool.short}", {**ctx.trailers(), "Hook": tool.file})
+            changed = await asyncio.to_thread(self.git.changed_since, before)
+            commit = (
+                await self.commit(f"update {tool.short}", {**ctx.trailers(), "Hook": tool.file}, changed)
+                if changed
+                else None
+            )
         if commit:
             ctx.commits.append(commit.sha)
         if not run.ok:
@@ -568,7 +589,8 @@ class Engine:
         return dumps_result(result.get("result"))
 
     async def validate_hook(self, hook: str, content: str) -> validation.Validation:
-        reg = self.registrations.get(hook)
+        """`hook` is the canonical name (builtins.hook_name): where the content lives in hooks/."""
+        reg = self.registration_for(hook)
         return await validation.validate(
             self.workspace.root, hook, content, reg.test if reg else None, self.config.hook_timeout
         )
@@ -614,9 +636,13 @@ class Engine:
                 )
             mode = 0o755 if hook is not None else stat.S_IMODE(target.stat().st_mode)
             await asyncio.to_thread(write_atomic, target, new.encode("utf-8", errors="surrogateescape"), mode)
-            commit = await self.commit(message, {**ctx.trailers(), "File": shown})
+            commit = await self.commit(message, {**ctx.trailers(), "File": shown}, [shown])
             if commit:
                 ctx.commits.append(commit.sha)
+            elif self.commit_error:
+                success += (
+                    f" (warning: not committed to git: {self.commit_error}; it will be in the next commit)"
+                )
         if hook is not None:
             await self.discover()
         return success

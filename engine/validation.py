@@ -15,7 +15,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .runner import terminate_group
+from .runner import run_process
 
 SKIP_TOP = frozenset({".git", "state"})
 OUTPUT_LIMIT = 256 * 1024
@@ -46,7 +46,8 @@ def copy_workspace(root: Path, target: Path) -> None:
 async def validate(
     root: Path, hook_rel: str, candidate: str | bytes, test: str | None, timeout_ms: int
 ) -> Validation:
-    """Run `tests/<test>` against a copy of the workspace in which `hooks/<hook_rel>` is `candidate`."""
+    """Run `tests/<test>` against a copy of the workspace in which `hooks/<hook_rel>` is `candidate`
+    (`hook_rel` is where the hook's content lives: a link resolved)."""
     if not test:
         return Validation(True, "no test registered")
     started = time.perf_counter()
@@ -73,22 +74,24 @@ async def validate(
 
 
 async def _run_test(path: Path, cwd: Path, env: dict[str, str], timeout_ms: int) -> tuple[bool, str]:
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            str(path),
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=str(cwd),
-            env=env,
-            start_new_session=True,
-        )
-    except OSError as exc:
-        return False, f"cannot start tests/{path.name}: {exc.strerror or exc}"
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), timeout_ms / 1000)
-    except TimeoutError:
-        await terminate_group(proc)
-        return False, f"timeout: tests/{path.name} ran longer than {timeout_ms} ms and was killed"
-    output = (out[:OUTPUT_LIMIT] + err[:OUTPUT_LIMIT]).decode("utf-8", errors="replace")
-    return proc.returncode == 0, output
+    """ok when the test exits 0; the output is stdout then stderr, with the reason appended when it
+    could not finish (§155)."""
+    done = await run_process(
+        [str(path)],
+        cwd=cwd,
+        env=env,
+        stdin=None,
+        timeout_ms=timeout_ms,
+        stdout_limit=OUTPUT_LIMIT,
+        stdout_fail_over=False,
+        stderr_limit=OUTPUT_LIMIT,
+    )
+    if done.spawn_error is not None:
+        return False, f"cannot start tests/{path.name}: {done.spawn_error.strerror or done.spawn_error}"
+    output = (done.stdout + done.stderr).decode("utf-8", errors="replace")
+    if done.failure is not None:
+        reason = done.failure.replace("timeout", f"timeout: tests/{path.name} ran longer than", 1)
+        return False, output + ("\n" if output and not output.endswith("\n") else "") + reason
+    if done.signal:
+        return False, output + f"\ntests/{path.name} was killed by {done.signal}"
+    return done.returncode == 0, output

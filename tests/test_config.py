@@ -23,6 +23,7 @@ BASE = Config(
     heartbeat_skip_active=False,
     hook_output_limit=555,
     journal_max_runs=666,
+    review="gate",
 )
 
 
@@ -275,6 +276,7 @@ def test_wrong_type_names_file_line_field_and_keeps_base_value(tmp_path: Path) -
         ("heartbeat_skip_active", "null"),
         ("hook_output_limit", "0"),
         ("journal_max_runs", '"many"'),
+        ("review", '"maybe"'),
     ],
 )
 def test_each_field_rejects_wrong_values(tmp_path: Path, key: str, value: str) -> None:
@@ -376,6 +378,7 @@ def test_unknown_field_is_a_warning(tmp_path: Path) -> None:
         ("EVOLVE_HEARTBEAT_CLEANUP_TOKENS", "null", "heartbeat_cleanup_tokens", None),
         ("EVOLVE_HOOK_OUTPUT_LIMIT", "2048", "hook_output_limit", 2048),
         ("EVOLVE_JOURNAL_MAX_RUNS", "10", "journal_max_runs", 10),
+        ("EVOLVE_REVIEW", "gate", "review", "gate"),
     ],
 )
 def test_env_override_every_field(var: str, text: str, attr: str, expected: Any) -> None:
@@ -401,6 +404,7 @@ def test_env_covers_every_field() -> None:
         "EVOLVE_HEARTBEAT_SKIP_ACTIVE": "false",
         "EVOLVE_HOOK_OUTPUT_LIMIT": "5",
         "EVOLVE_JOURNAL_MAX_RUNS": "6",
+        "EVOLVE_REVIEW": "gate",
     }
     assert {f"EVOLVE_{name.upper()}" for name in FIELDS} == set(env)
     loaded = load_config(Path("/nonexistent/evolve.jsonc"), env)

@@ -1,0 +1,493 @@
+"""Tests for engine.gitstore (GitStore, trailers) and the engine's external-change commits
+(SPEC A.5, §160-§165)."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from engine.gitstore import GitStore, parse_trailers, trailers_text
+from engine.runtime import Engine
+
+
+def write_file(path: Path, text: str, mode: int = 0o644) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    path.chmod(mode)
+    return path
+
+
+def git(root: Path, *args: str) -> str:
+    """Plain git in a temporary test repository (never the project's)."""
+    return subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True, text=True).stdout
+
+
+def subjects(store: GitStore) -> list[str]:
+    return [str(c["message"]).splitlines()[0] for c in store.log()]
+
+
+def make_ws(tmp_path: Path) -> Path:
+    ws = tmp_path / "ws"
+    write_file(ws / "prompts" / "chat.md", "chat\n")
+    write_file(ws / "hooks" / "h.sh", "#!/bin/sh\ncat >/dev/null\n", 0o755)
+    write_file(ws / "state" / "evolve.json", "{}\n")
+    return ws
+
+
+# ---------------------------------------------------------------------------------------------
+# ensure
+
+
+def test_ensure_creates_repo_with_initial_commit(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path)
+    store = GitStore(ws)
+    assert not store.exists()
+    commit = store.ensure()
+    assert commit is not None
+    assert store.exists()
+    assert commit.message == "initial\n\nEvolve-Origin: initial"
+    assert set(commit.files) == {"prompts/chat.md", "hooks/h.sh"}
+    [entry] = store.log()
+    assert entry["sha"] == commit.sha
+    assert entry["message"] == "initial\n\nEvolve-Origin: initial"
+    assert entry["trailers"] == {"origin": "initial"}
+    assert sorted(entry["files"]) == ["hooks/h.sh", "prompts/chat.md"]
+    assert git(ws, "rev-parse", "--abbrev-ref", "HEAD").strip() == "main"
+    # The executable bit is recorded.
+    assert "100755" in git(ws, "ls-files", "-s", "hooks/h.sh")
+
+
+def test_ensure_on_an_empty_directory_makes_an_empty_initial_commit(tmp_path: Path) -> None:
+    ws = tmp_path / "empty"
+    ws.mkdir()
+    commit = GitStore(ws).ensure()
+    assert commit is not None
+    assert commit.files == ()
+    assert subjects(GitStore(ws)) == ["initial"]
+
+
+def test_state_is_excluded_and_never_committed(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path)
+    store = GitStore(ws)
+    store.ensure()
+    exclude = (ws / ".git" / "info" / "exclude").read_text(encoding="utf-8")
+    assert "/state/" in exclude.splitlines()
+    assert "state/evolve.json" not in git(ws, "ls-files")
+    write_file(ws / "state" / "evolve.json", '{"heartbeat_time": "now"}\n')
+    write_file(ws / "state" / "journal.sqlite3", "x")
+    assert store.dirty_files() == []
+    assert store.commit("state only", {}) is None
+    # A nested directory called state is an ordinary directory.
+    write_file(ws / "notes" / "state" / "keep.md", "kept")
+    commit = store.commit("nested", {})
+    assert commit is not None
+    assert commit.files == ("notes/state/keep.md",)
+    # The workspace's own .gitignore is never created or touched.
+    assert not (ws / ".gitignore").exists()
+
+
+def test_ensure_is_idempotent(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path)
+    GitStore(ws).ensure()
+    again = GitStore(ws)
+    assert again.ensure() is None
+    assert subjects(again) == ["initial"]
+    exclude = (ws / ".git" / "info" / "exclude").read_text(encoding="utf-8")
+    assert exclude.splitlines().count("/state/") == 1
+
+
+def test_ensure_on_an_existing_repo_adds_excludes_without_committing(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path)
+    git(ws, "init", "-q", "-b", "trunk")
+    exclude = ws / ".git" / "info" / "exclude"
+    exclude.write_text("*.tmp", encoding="utf-8")  # no trailing newline
+    store = GitStore(ws)
+    assert store.ensure() is None
+    assert store.log() == []
+    assert store.head() is None
+    assert exclude.read_text(encoding="utf-8").splitlines()[0] == "*.tmp"
+    assert "/state/" in exclude.read_text(encoding="utf-8").splitlines()
+    assert "state/evolve.json" not in store.dirty_files()
+
+
+# ---------------------------------------------------------------------------------------------
+# commit, trailers, log
+
+
+def test_commit_returns_none_when_nothing_changed(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path)
+    store = GitStore(ws)
+    store.ensure()
+    head = store.head()
+    assert store.commit("nothing", {"Origin": "tool"}) is None
+    assert store.head() == head
+    write_file(ws / "prompts" / "chat.md", "changed\n")
+    commit = store.commit("changed", {"Origin": "tool"})
+    assert commit is not None
+    assert commit.files == ("prompts/chat.md",)
+    assert store.head() == commit.sha
+    assert store.commit("again", {}) is None
+
+
+def test_commit_only_given_paths(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path)
+    store = GitStore(ws)
+    store.ensure()
+    write_file(ws / "prompts" / "chat.md", "changed\n")
+    write_file(ws / "other.md", "other\n")
+    commit = store.commit("only chat", {}, paths=["prompts/chat.md"])
+    assert commit is not None
+    assert commit.files == ("prompts/chat.md",)
+    assert store.dirty_files() == ["other.md"]
+
+
+def test_deleted_file_is_committed(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path)
+    store = GitStore(ws)
+    store.ensure()
+    (ws / "prompts" / "chat.md").unlink()
+    assert store.dirty_files() == ["prompts/chat.md"]
+    commit = store.commit("delete", {})
+    assert commit is not None
+    assert commit.files == ("prompts/chat.md",)
+
+
+def test_trailers_round_trip(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path)
+    store = GitStore(ws)
+    store.ensure()
+    write_file(ws / "prompts" / "chat.md", "x\n")
+    trailers = {
+        "Origin": "tool",
+        "Tool": "evolve_hook_edit",
+        "Session": "ses_1",
+        "Call": "call 7\nwith a newline",
+        "Skipped": None,
+        "Empty": "",
+        "Stage": "heartbeat mutate_request",
+    }
+    commit = store.commit("edit hook h.sh", trailers)
+    assert commit is not None
+    expected = {
+        "origin": "tool",
+        "tool": "evolve_hook_edit",
+        "session": "ses_1",
+        "call": "call 7 with a newline",
+        "stage": "heartbeat mutate_request",
+    }
+    assert parse_trailers(commit.message) == expected
+    [entry, _initial] = store.log()
+    assert entry["trailers"] == expected
+    assert str(entry["message"]).startswith("edit hook h.sh\n\nEvolve-Origin: tool\n")
+    assert entry["files"] == ["prompts/chat.md"]
+    # git itself sees them as trailers.
+    parsed = git(ws, "log", "-1", "--format=%(trailers:only,unfold)")
+    assert "Evolve-Tool: evolve_hook_edit" in parsed
+    assert "Evolve-Call: call 7 with a newline" in parsed
+
+
+def test_trailers_text_and_parse() -> None:
+    assert (
+        trailers_text({"A": "1", "B": None, "C": "", "D": " two\twords "})
+        == "Evolve-A: 1\nEvolve-D: two words"
+    )
+    assert trailers_text({}) == ""
+    message = (
+        "subject\n\nbody line\nNot-Evolve: x\nEvolve-Key: value: with colon\nEvolve-Nospace:x\nEvolve-Tool: t"
+    )
+    assert parse_trailers(message) == {"key": "value: with colon", "tool": "t"}
+    assert parse_trailers("") == {}
+
+
+def test_log_is_newest_first_and_limited(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path)
+    store = GitStore(ws)
+    store.ensure()
+    for i in range(3):
+        write_file(ws / f"f{i}.md", str(i))
+        store.commit(f"commit {i}", {"N": str(i)})
+    assert subjects(store) == ["commit 2", "commit 1", "commit 0", "initial"]
+    limited = store.log(limit=2)
+    assert [e["trailers"] for e in limited] == [{"n": "2"}, {"n": "1"}]
+    assert [e["files"] for e in limited] == [["f2.md"], ["f1.md"]]
+    assert all(isinstance(e["time"], int) and abs(e["time"] - time.time()) < 120 for e in limited)
+
+
+def test_log_of_a_directory_without_commits(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    git(ws, "init", "-q")
+    assert GitStore(ws).log() == []
+
+
+def test_multiline_message_body(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path)
+    store = GitStore(ws)
+    store.ensure()
+    write_file(ws / "a.md", "a")
+    commit = store.commit("subject line\n\nA body\nwith lines", {"Origin": "operator"})
+    assert commit is not None
+    entry = store.log(1)[0]
+    assert entry["message"] == "subject line\n\nA body\nwith lines\n\nEvolve-Origin: operator"
+    assert entry["trailers"] == {"origin": "operator"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Identity
+
+
+def isolate_git_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", "/dev/null")
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    for var in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL", "EMAIL"):
+        monkeypatch.delenv(var, raising=False)
+
+
+def test_identity_falls_back_to_evolve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate_git_config(monkeypatch, tmp_path)
+    ws = make_ws(tmp_path)
+    store = GitStore(ws)
+    store.ensure()
+    write_file(ws / "a.md", "a")
+    store.commit("second", {})
+    for rev in ("HEAD", "HEAD~1"):
+        assert git(ws, "log", "-1", "--format=%an <%ae>|%cn <%ce>", rev).strip() == (
+            "evolve <evolve@localhost>|evolve <evolve@localhost>"
+        )
+    # Nothing was written to the repository's config.
+    config = (ws / ".git" / "config").read_text(encoding="utf-8")
+    assert "[user]" not in config
+
+
+def test_identity_fallback_follows_git_config_global(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate_git_config(monkeypatch, tmp_path)
+    home = tmp_path / "home"
+    (home / ".gitconfig").write_text(
+        "[user]\n\tname = Home User\n\temail = home@example.org\n", encoding="utf-8"
+    )
+    ws = make_ws(tmp_path)
+    commit = GitStore(ws).ensure()  # git ignores ~/.gitconfig here: GIT_CONFIG_GLOBAL=/dev/null
+    assert commit is not None
+    assert git(ws, "log", "-1", "--format=%an <%ae>").strip() == "evolve <evolve@localhost>"
+
+
+def test_repository_identity_is_used_when_configured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    isolate_git_config(monkeypatch, tmp_path)
+    ws = make_ws(tmp_path)
+    git(ws, "init", "-q")
+    git(ws, "config", "user.name", "Ada Operator")
+    git(ws, "config", "user.email", "ada@example.org")
+    store = GitStore(ws)
+    store.ensure()
+    store.commit("by ada", {})
+    assert git(ws, "log", "-1", "--format=%an <%ae>").strip() == "Ada Operator <ada@example.org>"
+
+
+def test_partial_identity_fills_only_the_missing_part(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    isolate_git_config(monkeypatch, tmp_path)
+    ws = make_ws(tmp_path)
+    git(ws, "init", "-q")
+    git(ws, "config", "user.name", "Only Name")
+    store = GitStore(ws)
+    store.ensure()
+    store.commit("partial", {})
+    assert git(ws, "log", "-1", "--format=%an <%ae>").strip() == "Only Name <evolve@localhost>"
+
+
+# ---------------------------------------------------------------------------------------------
+# dirty_files
+
+
+def test_dirty_files(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    write_file(ws / "a.txt", "a")
+    write_file(ws / "b.txt", "b" * 200)
+    write_file(ws / "keep.txt", "keep")
+    store = GitStore(ws)
+    store.ensure()
+    assert store.dirty_files() == []
+    write_file(ws / "a.txt", "modified")
+    write_file(ws / "new.txt", "untracked")
+    write_file(ws / "my file.txt", "spaces")
+    write_file(ws / "café ☕.md", "unicode")
+    write_file(ws / "dir" / "sub" / "deep.txt", "nested untracked")
+    write_file(ws / 'quote"and\\back.txt', "odd")
+    (ws / "b.txt").rename(ws / "renamed b.txt")
+    git(ws, "add", "-A", "--", "b.txt", "renamed b.txt")  # a staged rename shows as "R"
+    assert "R  " in git(ws, "status", "--porcelain")
+    files = store.dirty_files()
+    assert sorted(files) == sorted(
+        [
+            "a.txt",
+            "new.txt",
+            "my file.txt",
+            "café ☕.md",
+            "dir/sub/deep.txt",
+            'quote"and\\back.txt',
+            "renamed b.txt",
+        ]
+    )
+    assert "b.txt" not in files
+    commit = store.commit("all", {})
+    assert commit is not None
+    assert set(commit.files) == set(files)  # diff --name-only shows a rename by its new name
+    assert store.dirty_files() == []
+
+
+# ---------------------------------------------------------------------------------------------
+# External changes through the Engine
+
+
+def with_engine(ws: Path, body: Callable[[Engine], Awaitable[Any]], watch: bool = False) -> Any:
+    async def main() -> Any:
+        engine = Engine(ws)
+        await engine.start(watch=watch)
+        try:
+            return await body(engine)
+        finally:
+            await engine.close()
+
+    return asyncio.run(main())
+
+
+def test_engine_start_makes_initial_commit_once(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path)
+    with_engine(ws, lambda e: asyncio.sleep(0))
+    with_engine(ws, lambda e: asyncio.sleep(0))
+    assert subjects(GitStore(ws)) == ["initial"]
+    assert "state/" not in git(ws, "ls-files")
+
+
+def test_external_edit_before_start_is_committed_separately(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path)
+    with_engine(ws, lambda e: asyncio.sleep(0))
+    write_file(ws / "prompts" / "chat.md", "edited by a person\n")
+    write_file(ws / "hooks" / "new.sh", "#!/bin/sh\ncat >/dev/null\n", 0o755)
+    write_file(ws / "state" / "evolve.json", '{"x": 1}\n')
+
+    async def body(engine: Engine) -> Any:
+        return [h.name for h in engine.hooks]
+
+    hooks = with_engine(ws, body)
+    assert hooks == ["h.sh", "new.sh"]
+    store = GitStore(ws)
+    [external, initial] = store.log()
+    assert str(initial["message"]).startswith("initial")
+    message = str(external["message"])
+    assert message.startswith("external change: ")
+    assert "prompts/chat.md" in message.splitlines()[0]
+    assert "hooks/new.sh" in message.splitlines()[0]
+    assert external["trailers"] == {"origin": "external"}
+    assert sorted(external["files"]) == ["hooks/new.sh", "prompts/chat.md"]
+    # Nothing left over, and a restart without changes commits nothing.
+    assert store.dirty_files() == []
+    with_engine(ws, lambda e: asyncio.sleep(0))
+    assert len(store.log()) == 2
+
+
+def test_external_change_message_shortens_long_lists(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path)
+    with_engine(ws, lambda e: asyncio.sleep(0))
+    for i in range(8):
+        write_file(ws / "notes" / f"n{i}.md", str(i))
+    with_engine(ws, lambda e: asyncio.sleep(0))
+    subject = subjects(GitStore(ws))[0]
+    assert subject.startswith("external change: notes/n")
+    assert subject.endswith(" and 3 more")
+    assert subject.count("notes/") == 5
+
+
+def test_new_workspace_commits_initial_then_nothing_external(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path)
+    with_engine(ws, lambda e: asyncio.sleep(0))
+    store = GitStore(ws)
+    assert subjects(store) == ["initial"]
+    assert sorted(store.log()[0]["files"]) == ["hooks/h.sh", "prompts/chat.md"]
+
+
+async def poll(predicate: Callable[[], Any], timeout: float = 10.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            return value
+        await asyncio.sleep(0.05)
+
+
+async def watcher_ready(ws: Path, store: GitStore) -> bool:
+    """Touch a probe file until the watcher commits it: its watches are then in place."""
+    deadline = time.monotonic() + 10
+    n = 0
+    while time.monotonic() < deadline:
+        n += 1
+        write_file(ws / "probe.md", str(n))
+        if await poll(lambda: "probe.md" in store.log(1)[0]["files"], timeout=0.5):
+            return True
+    return False
+
+
+DISCOVER_TOOL = (
+    '#!/bin/sh\ncat >/dev/null\n[ "$1" = discover ] && echo \'{"tools": [{"name": "TOOL"}]}\'\nexit 0\n'
+)
+
+
+def test_watcher_commits_external_edits_and_rediscovers(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path)
+    write_file(ws / "hooks" / "h.sh", DISCOVER_TOOL.replace("TOOL", "first"), 0o755)
+    store = GitStore(ws)
+
+    async def body(engine: Engine) -> Any:
+        assert set(engine.hook_tools()) == {"h_first"}
+        assert await watcher_ready(ws, store)
+        write_file(ws / "prompts" / "chat.md", "edited while running\n")
+
+        def prompt_committed() -> bool:
+            entry = store.log(1)[0]
+            return (
+                str(entry["message"]).startswith("external change:") and "prompts/chat.md" in entry["files"]
+            )
+
+        prompt_ok = await poll(prompt_committed)
+        write_file(ws / "hooks" / "h.sh", DISCOVER_TOOL.replace("TOOL", "second"), 0o755)
+        tools_ok = await poll(lambda: "h_second" in engine.hook_tools())
+        hook_ok = await poll(lambda: "hooks/h.sh" in store.log(1)[0]["files"])
+        return prompt_ok, tools_ok, hook_ok, set(engine.hook_tools())
+
+    prompt_ok, tools_ok, hook_ok, tools = with_engine(ws, body, watch=True)
+    assert prompt_ok, subjects(store)
+    assert tools_ok, tools
+    assert hook_ok, subjects(store)
+    assert tools == {"h_second"}
+    external = [e for e in store.log() if str(e["message"]).startswith("external change:")]
+    assert all(e["trailers"] == {"origin": "external"} for e in external)
+    assert len(external) >= 2
+    assert store.dirty_files() == []
+
+
+def test_watcher_ignores_state_changes(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path)
+    store = GitStore(ws)
+
+    async def body(engine: Engine) -> Any:
+        assert await watcher_ready(ws, store)
+        write_file(ws / "state" / "evolve.json", '{"changed": true}\n')
+        write_file(ws / "marker.md", "marker")  # a real change, to know the watcher has caught up
+        return await poll(lambda: "marker.md" in store.log(1)[0]["files"])
+
+    assert with_engine(ws, body, watch=True)
+    assert subjects(store)[0] == "external change: marker.md"
+    assert all("state/" not in f for e in store.log() for f in e["files"])
