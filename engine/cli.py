@@ -288,6 +288,18 @@ def cmd_heartbeat(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_console(args: argparse.Namespace) -> int:
+    # The console is a separate program that talks to the engine over HTTP; only this launcher
+    # lives in the engine's command line.
+    from evolve_console.launch import LaunchError, run
+
+    try:
+        return run(None if args.attach else _workspace(args, must_exist=False), args.attach, args.token)
+    except LaunchError as exc:
+        print(f"evolve console: {exc}", file=sys.stderr)
+        return 1
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     root = _workspace(args, must_exist=False)
     report = asyncio.run(diagnose(root))
@@ -379,6 +391,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--token", metavar="TOKEN", help="that engine's token")
     p.set_defaults(func=cmd_heartbeat)
+
+    p = sub.add_parser("console", parents=[common], help="the operator console (starts the engine if needed)")
+    p.add_argument("--attach", metavar="URL", help="attach to an engine elsewhere instead of the workspace's")
+    p.add_argument("--token", metavar="TOKEN", help="that engine's token")
+    p.set_defaults(func=cmd_console)
 
     p = sub.add_parser("doctor", parents=[common], help="check the workspace; exit 1 when something is wrong")
     p.add_argument("--json", action="store_true")

@@ -65,7 +65,7 @@ class Unreachable(RuntimeError):
 class TickResult:
     trigger: str  # timer | manual
     started_at: float
-    outcome: str = "ok"  # ok | skipped | failed
+    outcome: str = "ok"  # ok | skipped | failed | cancelled
     reason: str | None = None
     session: str | None = None
     model: dict[str, str] | None = None
@@ -185,6 +185,11 @@ class Heartbeat:
         """Run one tick now (after a running one finishes); the next timer tick is then
         `heartbeat_ms` after this one."""
         async with self._lock:
+            if trigger == "timer" and (
+                self.paused or self.state.next_at is None or self.clock.now() < self.state.next_at
+            ):
+                # A manual tick ran while this one waited: the timer starts over from that one.
+                return self.state.last or TickResult(trigger, self.clock.now(), "skipped", "superseded")
             self.state.running = True
             self.engine.bus.publish("heartbeat", {"event": "tick_started", "trigger": trigger})
             result = TickResult(trigger=trigger, started_at=self.clock.now())
@@ -193,6 +198,9 @@ class Heartbeat:
                 await self._tick(result)
             except Unreachable as exc:
                 result.outcome, result.reason = "skipped", f"opencode unreachable: {exc}"
+            except asyncio.CancelledError:
+                result.outcome, result.reason = "cancelled", "the engine stopped during the tick"
+                raise
             except Exception as exc:
                 log.exception("heartbeat tick failed")
                 result.outcome, result.reason = "failed", f"{type(exc).__name__}: {exc}"
@@ -203,6 +211,8 @@ class Heartbeat:
                 self.state.ticks += 1
                 self.state.history = [*self.state.history[-49:], result]
                 self.engine.state.update({"heartbeat_last": result.to_dict()})
+                if self.engine.journal is not None:
+                    self.engine.journal.record_event("heartbeat", result.to_dict(), at=result.started_at)
                 self._schedule_from(self.clock.now())
             self.engine.bus.publish("heartbeat", {"event": "tick", **result.to_dict()})
             for callback in self.on_tick:
@@ -244,7 +254,9 @@ class Heartbeat:
             session = await self._cleanup(session, model, cleanup)
             result.cleanup = cleanup
             result.session = session
-        dispatched = await engine.dispatch("heartbeat", {"sessions": []}, session=session)
+            count = 0
+        # The tick commits what the hooks changed itself, as the heartbeat's (not as a stage's).
+        dispatched = await engine.dispatch("heartbeat", {"sessions": []}, session=session, settle=False)
         result.dispatch_id = dispatched.id
         user = engine.heartbeat_user(dispatched)
         if user:
@@ -342,6 +354,8 @@ class Heartbeat:
         self.engine.state.update({"heartbeat_count": 0, "heartbeat_session": new_session})
         self.tokens = None if new_session != session else self.tokens
         self.engine.bus.publish("heartbeat", {"event": "cleanup", **cleanup})
+        if self.engine.journal is not None:
+            self.engine.journal.record_event("heartbeat_cleanup", cleanup)
         return new_session
 
     # ---- status -----------------------------------------------------------------------------

@@ -33,7 +33,7 @@ from engine.records import HookRun, JSONDict, StageResult, ToolCall
 
 log = logging.getLogger("evolve.journal")
 
-SCHEMA_VERSION: Final = 1
+SCHEMA_VERSION: Final = 2
 BATCH_MAX_ROWS: Final = 500
 BATCH_INTERVAL_S: Final = 0.05
 BUSY_TIMEOUT_MS: Final = 5000
@@ -100,8 +100,20 @@ CREATE TABLE IF NOT EXISTS sessions (
 CREATE INDEX IF NOT EXISTS sessions_updated ON sessions (updated_at, id);
 """
 
+# Version 2: engine events worth keeping beyond the live stream (heartbeat ticks, skips, cleanups).
+_SCHEMA_V2: Final = """
+CREATE TABLE IF NOT EXISTS events (
+    id TEXT PRIMARY KEY,
+    started_at REAL NOT NULL,
+    kind TEXT NOT NULL,
+    data TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS events_started ON events (started_at, id);
+CREATE INDEX IF NOT EXISTS events_kind ON events (kind, started_at);
+"""
+
 # Schema migrations: `_MIGRATIONS[v]` takes a database at user_version v to v + 1.
-_MIGRATIONS: Final[dict[int, str]] = {0: _SCHEMA_V1}
+_MIGRATIONS: Final[dict[int, str]] = {0: _SCHEMA_V1, 1: _SCHEMA_V2}
 
 _RUN_COLUMNS: Final = (
     "id, started_at, stage, hook, session, dispatch_id, ok, error, exit_code, signal, duration_ms, data"
@@ -114,6 +126,7 @@ _INSERTS: Final[dict[str, str]] = {
     "runs": f"INSERT OR REPLACE INTO runs ({_RUN_COLUMNS}) VALUES ({', '.join('?' * 12)})",
     "dispatches": (f"INSERT OR REPLACE INTO dispatches ({_DISPATCH_COLUMNS}) VALUES ({', '.join('?' * 8)})"),
     "tool_calls": (f"INSERT OR REPLACE INTO tool_calls ({_TOOL_COLUMNS}) VALUES ({', '.join('?' * 7)})"),
+    "events": "INSERT OR REPLACE INTO events (id, started_at, kind, data) VALUES (?, ?, ?, ?)",
 }
 
 Row = tuple[Any, ...]
@@ -233,7 +246,12 @@ def _tool_row(d: JSONDict) -> Row:
     )
 
 
+def _event_row(d: JSONDict) -> Row:
+    return (_col(d["id"]), float(d["started_at"]), _col(d["kind"]), encode_json(d))
+
+
 _ROW_BUILDERS: Final[dict[str, Callable[[JSONDict], Row]]] = {
+    "events": _event_row,
     "runs": _run_row,
     "dispatches": _dispatch_row,
     "tool_calls": _tool_row,
@@ -356,6 +374,26 @@ class Journal:
 
     def record_tool_call(self, c: ToolCall) -> None:
         self._enqueue("tool_calls", c.to_dict)
+
+    def record_event(self, kind: str, data: JSONDict, at: float | None = None) -> str:
+        """Keep an engine event (e.g. a heartbeat tick or skip with its reason and figures)."""
+        from engine.records import new_id
+
+        event_id = new_id("evt")
+        record = {"id": event_id, "started_at": time.time() if at is None else at, "kind": kind, "data": data}
+        self._enqueue("events", lambda: dict(record))
+        return event_id
+
+    def events(
+        self, kind: str | None = None, before: float | None = None, limit: int = 200
+    ) -> list[JSONDict]:
+        """Recorded engine events, newest first: `{id, started_at, kind, data}`."""
+        if limit <= 0:
+            return []
+        where, params = _where([("kind", kind)], before)
+        return self._select_data(
+            f"SELECT data FROM events{where} ORDER BY started_at DESC, id DESC LIMIT ?", [*params, limit]
+        )
 
     def _enqueue(self, table: str, snapshot: Callable[[], JSONDict]) -> None:
         # Snapshot now (a deep copy, cheap: strings are shared) so later mutation of the record

@@ -157,6 +157,23 @@ async def run_process(
         done.spawn_error = exc
         return done
 
+    try:
+        return await _supervise(proc, done, stdin, timeout_ms, stdout_limit, stdout_fail_over, stderr_limit)
+    except asyncio.CancelledError:
+        # The caller gave up (the engine is stopping): the process group must not outlive it.
+        await asyncio.shield(terminate_group(proc))
+        raise
+
+
+async def _supervise(
+    proc: asyncio.subprocess.Process,
+    done: Finished,
+    stdin: bytes | None,
+    timeout_ms: int,
+    stdout_limit: int,
+    stdout_fail_over: bool,
+    stderr_limit: int,
+) -> Finished:
     assert proc.stdout and proc.stderr
 
     async def feed() -> None:

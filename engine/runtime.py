@@ -325,9 +325,15 @@ class Engine:
     # ---- stages -----------------------------------------------------------------------------
 
     async def dispatch(
-        self, stage: str, context: dict[str, Any] | None = None, *, session: str | None = None
+        self,
+        stage: str,
+        context: dict[str, Any] | None = None,
+        *,
+        session: str | None = None,
+        settle: bool = True,
     ) -> StageResult:
-        """Run `stage` on every hook, merge, recover; journal it; commit what the hooks changed."""
+        """Run `stage` on every hook, merge, recover; journal it; commit what the hooks changed
+        (unless the caller commits itself: `settle=False`)."""
         history = self.sessions.history(session) if session is not None else None
         self._inflight += 1
         try:
@@ -337,7 +343,8 @@ class Engine:
         if self.journal is not None:
             self.journal.record_dispatch(result)
         self.bus.publish("stage", result.to_dict())
-        self._settle(stage, session)
+        if settle:
+            self._settle(stage, session)
         return result
 
     async def request_system(self, session: str, system: list[str]) -> list[str] | None:

@@ -20,7 +20,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-DEADLINE = time.monotonic() + 20.0  # normally ~1 s; generous for a loaded machine (hook_timeout still applies)
+DEADLINE = (
+    time.monotonic() + 20.0
+)  # normally ~1 s; generous for a loaded machine (hook_timeout still applies)
 SPEC_KEYS = {"type", "description", "optional", "enum"}
 BASE_TYPES = {"string", "number", "boolean", "object", "array", "any"}
 STAGE_PROMPTS = ("preamble", "chat", "heartbeat", "compaction", "recover")

@@ -1,0 +1,624 @@
+"""The operator console: watch the agent evolve, fire heartbeats, approve or revert its changes.
+
+One long-lived worker follows the engine's event stream; events are applied to the screen in
+time-sliced batches (four times a second), so a flood of hook runs never starves the keyboard.
+Everything else is a request to the engine's API in a worker, never on the event loop's path.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import Counter
+from collections.abc import Callable
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.command import Hit, Hits, Provider
+from textual.message import Message
+from textual.reactive import reactive
+from textual.widgets import Button, DataTable, Footer, Input, Static, Switch, TabbedContent, TabPane
+from textual.worker import Worker, WorkerState
+
+from .client import EngineClient, EngineError, EngineGone, Target
+from .format import as_json, clock_time, short
+from .views import ChangesView, HeartbeatView, KeyedTable, RunsView, SessionsView, StagesView, run_summary
+from .widgets import ConfirmScreen, MoreScreen, ResultScreen, Section, StageScreen
+
+HISTORY_LIMIT = 500
+
+
+class EngineStatus(Message):
+    """The connection to the engine changed (latest wins)."""
+
+    def __init__(self, connected: bool, detail: str) -> None:
+        super().__init__()
+        self.connected = connected
+        self.detail = detail
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, EngineStatus)
+
+
+class EvolveCommands(Provider):
+    """Console actions in the command palette, with namespaced titles."""
+
+    COMMANDS: ClassVar[list[tuple[str, str, str]]] = [
+        ("heartbeat: fire now", "fire_heartbeat", "run one heartbeat tick now"),
+        ("heartbeat: pause or resume", "toggle_pause", "stop or restart the heartbeat timer"),
+        ("change: approve selected", "approve", "record an approval of the selected change in git"),
+        ("change: revert selected", "revert", "undo the selected change with a new commit"),
+        ("change: reject selected pending change", "reject", "drop a change that awaits review"),
+        ("stage: run by hand", "run_stage", "dispatch a stage to every hook with an input you edit"),
+        ("runs: follow new runs", "follow", "jump to the newest run and keep following"),
+        ("runs: failures only", "toggle_failures", "show only failed hook runs"),
+        ("view: hook runs", "show_tab('runs')", ""),
+        ("view: stage results", "show_tab('stages')", ""),
+        ("view: sessions", "show_tab('sessions')", ""),
+        ("view: heartbeat", "show_tab('heartbeat')", ""),
+        ("view: self-modifications", "show_tab('changes')", ""),
+    ]
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        app = self.app
+        assert isinstance(app, EvolveConsole)
+        for title, action, help_text in self.COMMANDS:
+            score = matcher.match(title)
+            if score > 0:
+                yield Hit(score, matcher.highlight(title), _runner(app, action), help=help_text)
+
+
+def _runner(app: App[Any], action: str) -> Callable[[], Any]:
+    async def run() -> None:
+        await app.run_action(action)
+
+    return run
+
+
+class EvolveConsole(App[None]):
+    CSS_PATH = "console.tcss"
+    TITLE = "evolve"
+    COMMANDS = App.COMMANDS | {EvolveCommands}
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "q",
+            "quit",
+            "Quit",
+            priority=True,
+            id="app.quit",
+            tooltip="Close the console (the engine keeps running)",
+        ),
+        Binding("1", "show_tab('runs')", "Runs", id="view.runs", tooltip="Live hook runs"),
+        Binding("2", "show_tab('stages')", "Stages", id="view.stages", tooltip="Merged stage results"),
+        Binding(
+            "3", "show_tab('sessions')", "Sessions", id="view.sessions", tooltip="Sessions and their prompts"
+        ),
+        Binding(
+            "4", "show_tab('heartbeat')", "Heartbeat", id="view.heartbeat", tooltip="The heartbeat timer"
+        ),
+        Binding("5", "show_tab('changes')", "Changes", id="view.changes", tooltip="Self-modifications"),
+        Binding("f", "fire_heartbeat", "Fire", id="heartbeat.fire", tooltip="Run one heartbeat tick now"),
+        Binding(
+            "p", "toggle_pause", "Pause/resume", id="heartbeat.pause", tooltip="Pause or resume the timer"
+        ),
+        Binding("a", "approve", "Approve", id="change.approve", tooltip="Approve the selected change"),
+        Binding(
+            "r", "revert", "Revert", id="change.revert", tooltip="Revert the selected change (asks first)"
+        ),
+        Binding("d", "reject", "Reject", id="change.reject", tooltip="Reject the selected pending change"),
+        Binding("s", "run_stage", "Run stage", id="stage.run", tooltip="Dispatch a stage by hand"),
+        Binding("g", "follow", "Follow", id="runs.follow", tooltip="Jump to the newest row and follow"),
+        Binding("x", "toggle_failures", "Failures", id="runs.failures", tooltip="Show only failed runs"),
+        Binding(
+            "slash", "focus_filter", "Filter", id="runs.filter", tooltip="Filter runs by stage, hook, session"
+        ),
+        Binding(
+            "m", "more", "More", id="detail.more", tooltip="See the selected run's truncated fields in full"
+        ),
+    ]
+
+    engine_connected: reactive[bool] = reactive(False)
+
+    def __init__(
+        self, target: Target, *, clock: Callable[[], float] = time.time, poll_s: float = 5.0
+    ) -> None:
+        super().__init__()
+        self.target = target
+        self.client = EngineClient(target)
+        self.clock = clock
+        self.poll_s = poll_s
+        self.last_seq: int | None = None
+        self.engine_pid: int | None = None
+        self.engine_detail = "connecting…"
+        self.status: dict[str, Any] = {}
+        self.heartbeat: dict[str, Any] = {}
+        self.counts: dict[str, int] = {}
+        self.events_seen = Counter[str]()
+        self._pending: list[dict[str, Any]] = []
+        self._dirty: set[str] = set()
+        self.changes: dict[str, dict[str, Any]] = {}
+        self.sessions: dict[str, dict[str, Any]] = {}
+        self.dispatches: dict[str, dict[str, Any]] = {}
+        self.run_detail: dict[str, Any] | None = None
+        self.first_load = asyncio.Event()
+
+    # ---- layout -----------------------------------------------------------------------------
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="connection", markup=False)
+        with TabbedContent(initial="runs", id="tabs"):
+            with TabPane("Hook runs", id="runs"):
+                yield RunsView()
+            with TabPane("Stage results", id="stages"):
+                yield StagesView()
+            with TabPane("Sessions", id="sessions"):
+                yield SessionsView()
+            with TabPane("Heartbeat", id="heartbeat"):
+                yield HeartbeatView()
+            with TabPane("Self-modifications", id="changes"):
+                yield ChangesView()
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.set_interval(0.25, self.apply_events, name="apply-events")
+        self.set_interval(1.0, self.tick_clock, name="countdown")
+        self.render_connection()
+        self.follow_engine()
+
+    async def on_unmount(self) -> None:
+        await self.client.aclose()
+
+    # ---- following the engine ---------------------------------------------------------------
+
+    @work(exclusive=True, group="engine-stream", exit_on_error=False)
+    async def follow_engine(self) -> None:
+        delay = 0.5
+        while True:
+            try:
+                health = await self.client.get("/v1/health")
+                if health.get("pid") != self.engine_pid:
+                    # A new engine process numbers its events from 1 again.
+                    self.engine_pid, self.last_seq = health.get("pid"), None
+                await self.load_all()
+                self.post_message(EngineStatus(True, f"{self.target.url} · pid {health.get('pid')}"))
+                delay = 0.5
+                async for event in self.client.events(self.last_seq if self.last_seq is not None else -1):
+                    self.last_seq = int(event.get("seq") or 0)
+                    self._pending.append(event)
+                raise EngineGone("the event stream ended")
+            except (EngineGone, EngineError) as exc:
+                self.post_message(EngineStatus(False, f"{exc}; retrying"))
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 5.0)
+
+    async def load_all(self) -> None:
+        """Everything from the journal and git, so history survives console and engine restarts."""
+        self.status = await self.client.get("/v1/status")
+        await self.reload_runs()
+        dispatches = (await self.client.get("/v1/dispatches", limit=HISTORY_LIMIT))["dispatches"]
+        self.dispatches = {d["id"]: d for d in dispatches}
+        self.query_one("#stages-table", KeyedTable).replace_all(
+            [StagesView.row(d) for d in reversed(dispatches)]
+        )
+        await self.reload_sessions()
+        await self.reload_changes()
+        await self.reload_heartbeat()
+        self.render_connection()
+        self.first_load.set()
+
+    async def reload_runs(self) -> None:
+        view = self.query_one(RunsView)
+        params = {**view.filters(), "limit": HISTORY_LIMIT}
+        data = await self.client.get("/v1/runs", **params)
+        self.counts = data.get("counts") or {}
+        runs = [run_summary(r) for r in reversed(data["runs"])]
+        self.query_one("#runs-table", KeyedTable).replace_all([RunsView.row(r) for r in runs])
+        self.render_counts()
+
+    async def reload_sessions(self) -> None:
+        sessions = (await self.client.get("/v1/sessions"))["sessions"]
+        self.sessions = {s["id"]: s for s in sessions}
+        table = self.query_one("#sessions-table", KeyedTable)
+        rows = [SessionsView.row(s) for s in sessions]
+        if set(table.rows) - {r[0] for r in rows}:
+            table.replace_all(rows)
+        else:
+            table.upsert(rows)
+
+    async def reload_changes(self) -> None:
+        data = await self.client.get("/v1/changes", limit=HISTORY_LIMIT)
+        entries: list[dict[str, Any]] = []
+        for c in reversed(data["changes"]):
+            entries.append({**c, "key": c["sha"]})
+        for p in data.get("pending") or []:
+            if p.get("status") == "pending":
+                entries.append(
+                    {
+                        "key": p["id"],
+                        "pending_id": p["id"],
+                        "origin": "pending",
+                        "time": p.get("created_at"),
+                        "subject": f"{p.get('message')} (awaits review)",
+                        "files": [p.get("file")],
+                        "trailers": {
+                            "tool": p.get("tool"),
+                            "session": p.get("session"),
+                            "call": p.get("call_id"),
+                        },
+                    }
+                )
+        self.changes = {e["key"]: e for e in entries}
+        view = self.query_one(ChangesView)
+        table = self.query_one("#changes-table", KeyedTable)
+        rows = [view.row(e) for e in entries]
+        if set(table.rows) - set(self.changes):
+            table.replace_all(rows)
+        else:
+            table.upsert(rows)
+        self.refresh_bindings()
+
+    async def reload_heartbeat(self) -> None:
+        self.heartbeat = await self.client.get("/v1/heartbeat")
+        self.query_one(HeartbeatView).show_status(self.heartbeat, self.clock())
+
+    def on_engine_status(self, message: EngineStatus) -> None:
+        self.engine_connected = message.connected
+        self.engine_detail = message.detail
+        self.render_connection()
+
+    def render_connection(self) -> None:
+        text = Text()
+        if self.engine_connected:
+            text.append(" engine ● connected ", style="bold reverse green")
+        else:
+            text.append(" engine ○ disconnected ", style="bold reverse red")
+        text.append(f" {short(self.engine_detail, 70)}  ")
+        opencode = self.status.get("opencode") or []
+        if opencode:
+            modes = ", ".join(sorted({str(c.get("mode")) for c in opencode}))
+            text.append(f" opencode ● {len(opencode)} connected ({modes}) ", style="bold reverse green")
+        else:
+            text.append(" opencode ○ not connected ", style="bold reverse yellow")
+        errors = self.status.get("config_errors") or []
+        if errors:
+            text.append(
+                f"  config: {len(errors)} errors (last good config in use): {short(errors[0], 60)}",
+                style="bold red",
+            )
+        workspace = self.status.get("workspace") or self.target.workspace
+        if workspace:
+            text.append(f"  workspace {workspace}", style="dim")
+        self.query_one("#connection", Static).update(text)
+
+    def render_counts(self) -> None:
+        table = self.query_one("#runs-table", KeyedTable)
+        text = (
+            f"{self.counts.get('runs', 0):,} runs in the journal · {self.counts.get('failed_runs', 0):,} failed · "
+            f"{self.events_seen['hook_run']:,} received live · showing {table.row_count:,}"
+        )
+        if not table.following and table.unseen:
+            text += f"  · +{table.unseen:,} new (g to follow)"
+        self.query_one("#runs-status", Static).update(text)
+
+    # ---- applying events in batches ---------------------------------------------------------
+
+    def apply_events(self) -> None:
+        if not self._pending:
+            self._flush_dirty()
+            return
+        events, self._pending = self._pending, []
+        runs: dict[str, dict[str, Any]] = {}
+        stages: list[dict[str, Any]] = []
+        view = self.query_one(RunsView)
+        for event in events:
+            kind = event.get("kind", "")
+            self.events_seen[kind] += 1
+            data = event.get("data") or {}
+            if kind == "hook_run":
+                self.counts["runs"] = self.counts.get("runs", 0) + 1
+                if data.get("error"):
+                    self.counts["failed_runs"] = self.counts.get("failed_runs", 0) + 1
+                if view.matches(data):
+                    runs[data["id"]] = run_summary(data)
+            elif kind == "stage":
+                stages.append(data)
+            elif kind in ("session_frozen", "notification", "opencode"):
+                self._dirty.add("sessions")
+                if kind == "opencode":
+                    self._dirty.add("status")
+            elif kind in ("commit", "review", "pending"):
+                self._dirty.add("changes")
+            elif kind == "heartbeat":
+                self._dirty.add("heartbeat")
+            elif kind in ("config", "hooks_discovered"):
+                self._dirty.add("status")
+            elif kind in ("warning", "error"):
+                self.notify(
+                    short(f"{data.get('source')}: {data.get('message')}", 300),
+                    severity="error" if kind == "error" else "warning",
+                    timeout=8,
+                )
+        with self.batch_update():
+            if runs:
+                self.query_one("#runs-table", KeyedTable).upsert([RunsView.row(r) for r in runs.values()])
+            if stages:
+                for d in stages:
+                    self.dispatches[d["id"]] = d
+                self.query_one("#stages-table", KeyedTable).upsert([StagesView.row(d) for d in stages])
+            self.render_counts()
+        self._flush_dirty()
+
+    def _flush_dirty(self) -> None:
+        if self._dirty and self.engine_connected:
+            dirty, self._dirty = self._dirty, set()
+            self.refresh_parts(dirty)
+
+    @work(group="refresh", exit_on_error=False)
+    async def refresh_parts(self, parts: set[str]) -> None:
+        if "sessions" in parts:
+            await self.reload_sessions()
+        if "changes" in parts:
+            await self.reload_changes()
+        if "heartbeat" in parts:
+            await self.reload_heartbeat()
+        if "status" in parts:
+            self.status = await self.client.get("/v1/status")
+            self.render_connection()
+
+    def tick_clock(self) -> None:
+        if self.heartbeat:
+            self.query_one(HeartbeatView).show_status(self.heartbeat, self.clock())
+        self.render_counts()
+
+    # ---- selection and details --------------------------------------------------------------
+
+    @on(DataTable.RowHighlighted, "#runs-table")
+    def run_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.render_counts()
+        if event.row_key.value:
+            self.load_run(str(event.row_key.value))
+
+    @work(exclusive=True, group="run-detail", exit_on_error=False)
+    async def load_run(self, run_id: str) -> None:
+        await asyncio.sleep(0.05)  # cursor moving fast: only the row it stops on is fetched
+        run = await self.client.get(f"/v1/runs/{run_id}")
+        self.run_detail = run
+        self.query_one(RunsView).show_run(run)
+
+    @on(DataTable.RowHighlighted, "#stages-table")
+    def stage_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        d = self.dispatches.get(str(event.row_key.value))
+        if d:
+            self.query_one(StagesView).show_dispatch(d)
+
+    @on(DataTable.RowHighlighted, "#sessions-table")
+    def session_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        if event.row_key.value:
+            self.load_session(str(event.row_key.value))
+
+    @work(exclusive=True, group="session-detail", exit_on_error=False)
+    async def load_session(self, session_id: str) -> None:
+        self.query_one(SessionsView).show_session(await self.client.get(f"/v1/sessions/{session_id}"))
+
+    @on(DataTable.RowHighlighted, "#changes-table")
+    def change_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        self.refresh_bindings()
+        key = str(event.row_key.value)
+        if key in self.changes:
+            self.load_change(key)
+
+    @work(exclusive=True, group="change-detail", exit_on_error=False)
+    async def load_change(self, key: str) -> None:
+        change = self.changes[key]
+        if change.get("pending_id"):
+            pending = await self.client.get(f"/v1/pending/{change['pending_id']}")
+            self.query_one(ChangesView).show_change(change, pending.get("diff") or "", False)
+        else:
+            diff = await self.client.get(f"/v1/changes/{key}/diff")
+            self.query_one(ChangesView).show_change(change, diff["diff"], diff.get("truncated", False))
+
+    # ---- filters ----------------------------------------------------------------------------
+
+    @on(Input.Submitted, "#run-filters Input")
+    @on(Switch.Changed, "#filter-failed")
+    def filters_changed(self) -> None:
+        self.apply_filters()
+
+    @work(exclusive=True, group="run-filter", exit_on_error=False)
+    async def apply_filters(self) -> None:
+        await self.reload_runs()
+
+    # ---- actions ----------------------------------------------------------------------------
+
+    def action_show_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+
+    def selected_change(self) -> dict[str, Any] | None:
+        if self.query_one(TabbedContent).active != "changes":
+            return None
+        key = self.query_one("#changes-table", KeyedTable).selected_key()
+        return self.changes.get(key) if key else None
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in ("approve", "revert", "reject"):
+            change = self.selected_change()
+            if change is None:
+                return None if self.query_one(TabbedContent).active == "changes" else False
+            pending = bool(change.get("pending_id"))
+            if action == "reject" and not pending:
+                return None
+            if action == "revert" and (pending or change.get("origin") == "initial"):
+                return None
+        return True
+
+    def refresh_bindings(self) -> None:
+        super().refresh_bindings()
+        try:
+            change = self.selected_change()
+            self.query_one("#change-approve", Button).disabled = change is None
+            self.query_one("#change-revert", Button).disabled = (
+                change is None or bool(change.get("pending_id")) or change.get("origin") == "initial"
+            )
+            self.query_one("#change-reject", Button).disabled = change is None or not change.get("pending_id")
+        except Exception:
+            pass  # not mounted yet
+
+    @on(TabbedContent.TabActivated)
+    def tab_changed(self) -> None:
+        self.refresh_bindings()
+
+    @on(Button.Pressed, "#hb-fire")
+    def action_fire_heartbeat(self) -> None:
+        self.notify("heartbeat: firing now…", timeout=3)
+        self.fire_heartbeat()
+
+    @work(group="actions", exit_on_error=False)
+    async def fire_heartbeat(self) -> None:
+        result = (await self.client.post("/v1/heartbeat/fire", timeout=3600))["result"]
+        reason = f": {result['reason']}" if result.get("reason") else ""
+        self.notify(
+            f"heartbeat {result['outcome']}{reason}",
+            severity="information" if result["outcome"] == "ok" else "warning",
+            timeout=8,
+        )
+        await self.reload_heartbeat()
+
+    @on(Button.Pressed, "#hb-pause")
+    @on(Button.Pressed, "#hb-resume")
+    def action_toggle_pause(self) -> None:
+        self.toggle_pause()
+
+    @work(group="actions", exit_on_error=False)
+    async def toggle_pause(self) -> None:
+        paused = bool(self.heartbeat.get("paused"))
+        self.heartbeat = await self.client.post(f"/v1/heartbeat/{'resume' if paused else 'pause'}")
+        self.query_one(HeartbeatView).show_status(self.heartbeat, self.clock())
+        self.notify("heartbeat resumed" if paused else "heartbeat paused", timeout=3)
+
+    @on(Button.Pressed, "#change-approve")
+    def action_approve(self) -> None:
+        change = self.selected_change()
+        if change is not None:
+            self.approve_change(change)
+
+    @work(group="actions", exit_on_error=False)
+    async def approve_change(self, change: dict[str, Any]) -> None:
+        if change.get("pending_id"):
+            await self.client.post(f"/v1/pending/{change['pending_id']}/approve")
+            self.notify(f"installed: {change.get('subject')}", timeout=5)
+        else:
+            await self.client.post(f"/v1/changes/{change['sha']}/approve")
+            self.notify(f"approved {str(change['sha'])[:10]}", timeout=5)
+        await self.reload_changes()
+
+    @on(Button.Pressed, "#change-revert")
+    def action_revert(self) -> None:
+        change = self.selected_change()
+        if change is None or change.get("pending_id"):
+            return
+        question = f"Revert {str(change['sha'])[:10]} “{short(change.get('subject'), 60)}”?"
+        detail = (
+            "A new commit undoes it (history is kept); hooks and prompts reload at once.\nFiles: "
+            + ", ".join(change.get("files") or [])
+        )
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.revert_change(change)
+
+        self.push_screen(ConfirmScreen(question, detail), confirmed)
+
+    @work(group="actions", exit_on_error=False)
+    async def revert_change(self, change: dict[str, Any]) -> None:
+        try:
+            result = await self.client.post(f"/v1/changes/{change['sha']}/revert")
+        except EngineError as exc:
+            self.notify(str(exc), title="revert refused", severity="error", timeout=12)
+            return
+        self.notify(f"reverted {str(change['sha'])[:10]} as {result['sha'][:10]}", timeout=6)
+        await self.reload_changes()
+
+    @on(Button.Pressed, "#change-reject")
+    def action_reject(self) -> None:
+        change = self.selected_change()
+        if change is not None and change.get("pending_id"):
+            self.reject_change(change)
+
+    @work(group="actions", exit_on_error=False)
+    async def reject_change(self, change: dict[str, Any]) -> None:
+        await self.client.post(f"/v1/pending/{change['pending_id']}/reject")
+        self.notify(f"rejected: {change.get('subject')}", timeout=5)
+        await self.reload_changes()
+
+    def action_run_stage(self) -> None:
+        def chosen(request: dict[str, Any] | None) -> None:
+            if request:
+                self.run_stage(request)
+
+        self.push_screen(StageScreen(), chosen)
+
+    @work(group="actions", exit_on_error=False)
+    async def run_stage(self, request: dict[str, Any]) -> None:
+        result = await self.client.post(
+            f"/v1/stages/{request['stage']}",
+            {"context": request["context"], "session": request["session"]},
+            timeout=600,
+        )
+        summary = f"{request['stage']}: {len(result.get('hooks') or [])} hooks"
+        if result.get("failed"):
+            summary += f", failed: {', '.join(result['failed'])}"
+        if result.get("recovered"):
+            summary += ", recover stepped in"
+        self.push_screen(ResultScreen(summary, as_json(result.get("merged"))))
+
+    def action_follow(self) -> None:
+        tab = self.query_one(TabbedContent).active
+        table_id = {"runs": "#runs-table", "stages": "#stages-table", "changes": "#changes-table"}.get(tab)
+        if table_id:
+            self.query_one(table_id, KeyedTable).follow()
+            self.render_counts()
+
+    def action_toggle_failures(self) -> None:
+        switch = self.query_one("#filter-failed", Switch)
+        switch.value = not switch.value
+
+    def action_focus_filter(self) -> None:
+        self.action_show_tab("runs")
+        self.query_one("#filter-stage", Input).focus()
+
+    def action_more(self) -> None:
+        tab = self.query_one(TabbedContent).active
+        pane = {"runs": "#run-detail", "stages": "#stage-detail", "sessions": "#session-detail"}.get(tab)
+        if pane is None:
+            return
+        sections = [s for s in self.query(f"{pane} Section").results(Section) if s.has_class("-truncated")]
+        if not sections:
+            self.notify("nothing is truncated here", timeout=3)
+            return
+        section = sections[0]
+        self.push_screen(MoreScreen(section.title, section.full_text))
+
+    # ---- errors of workers ------------------------------------------------------------------
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state is not WorkerState.ERROR or event.worker.group == "engine-stream":
+            return
+        error = event.worker.error
+        if isinstance(error, EngineGone):
+            self.post_message(EngineStatus(False, f"{error}; retrying"))
+            self.notify(str(error), severity="warning", timeout=5)
+        else:
+            self.notify(
+                f"{type(error).__name__}: {error}",
+                title=event.worker.name or "error",
+                severity="error",
+                timeout=10,
+            )
+
+
+def clock_label(at: float) -> str:
+    return clock_time(at)

@@ -1,0 +1,85 @@
+"""`evolve console`: find (or start) the workspace's engine, then run the console attached to it.
+
+The engine is started as its own process, so closing the console never stops the agent's hooks.
+On a machine with no workspace yet, the example workspace is created first.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+
+from .client import Target
+
+
+class LaunchError(RuntimeError):
+    pass
+
+
+def _announcement(workspace: Path) -> Target | None:
+    try:
+        data = json.loads((workspace / "state" / "engine.json").read_text(encoding="utf-8"))
+        target = Target(data["url"], data["token"], str(workspace))
+    except (OSError, ValueError, KeyError):
+        return None
+    try:
+        resp = httpx.get(
+            f"{target.url}/v1/health", headers={"authorization": f"Bearer {target.token}"}, timeout=2
+        )
+    except httpx.HTTPError:
+        return None
+    return target if resp.status_code == 200 else None
+
+
+def engine_for(workspace: Path, start_timeout: float = 30.0) -> Target:
+    """The running engine of `workspace`, started (detached) when none runs."""
+    if not (workspace / "hooks").is_dir() and not (workspace / "config").is_dir():
+        print(f"evolve console: no workspace at {workspace}; creating the example workspace", file=sys.stderr)
+        subprocess.run(
+            [sys.executable, "-m", "engine", "init", str(workspace)], check=True, stdout=subprocess.DEVNULL
+        )
+    found = _announcement(workspace)
+    if found:
+        return found
+    (workspace / "state").mkdir(parents=True, exist_ok=True)
+    log = open(workspace / "state" / "engine.log", "ab")  # noqa: SIM115 - handed to the child
+    subprocess.Popen(
+        [sys.executable, "-m", "engine", "serve", "--workspace", str(workspace)],
+        stdin=subprocess.DEVNULL,
+        stdout=log,
+        stderr=log,
+        start_new_session=True,
+        cwd=str(workspace),
+        env={**os.environ, "OPENCODE_EVOLVE_WORKSPACE": str(workspace)},
+    )
+    log.close()
+    deadline = time.monotonic() + start_timeout
+    while time.monotonic() < deadline:
+        time.sleep(0.1)
+        found = _announcement(workspace)
+        if found:
+            return found
+    raise LaunchError(
+        f"the engine for {workspace} did not start within {start_timeout:.0f} s; "
+        f"see {workspace / 'state' / 'engine.log'}"
+    )
+
+
+def run(workspace: Path | None, attach: str | None, token: str | None) -> int:
+    from .app import EvolveConsole
+
+    if attach:
+        if not token:
+            raise LaunchError("--attach needs --token (the engine's token, from its state/engine.json)")
+        target = Target(attach, token)
+    else:
+        assert workspace is not None
+        target = engine_for(workspace)
+    EvolveConsole(target).run()
+    return 0
