@@ -306,6 +306,31 @@ class Engine:
         self.bus.publish("hook_run", run.to_dict())
         return run
 
+    def inject_runs(self, count: int, stdout_bytes: int = 0) -> int:
+        """Record `count` synthetic hook runs exactly as real ones are recorded (journal + events);
+        the console's load benchmark feeds on them."""
+        now = time.time()
+        line = '{"result": "' + "x" * max(stdout_bytes - 14, 0) + '"}'
+        for i in range(count):
+            failed = i % 17 == 0
+            run = HookRun(
+                id=new_id("run"),
+                stage="load",
+                hook="load.sh",
+                started_at=now,
+                input={"hook": "load", "n": i},
+                session="load",
+                stdout_lines=[line],
+                result=None if failed else {"result": "ok"},
+                exit_code=1 if failed else 0,
+                duration_ms=1.0,
+                error="exit 1" if failed else None,
+            )
+            if self.journal is not None:
+                self.journal.record_run(run)
+            self.bus.publish("hook_run", run.to_dict())
+        return count
+
     def hook_tools(self) -> dict[str, HookTool]:
         """Every hook tool by full name; a later registration with the same name wins (§33)."""
         tools: dict[str, HookTool] = {}

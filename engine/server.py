@@ -449,6 +449,17 @@ def build_app(engine: Engine, token: str) -> ASGIApp:
             await _change(lambda: engine.changes.reject_pending(request.path_params["id"], who, reason))
         )
 
+    @add("/v1/debug/load", "POST")
+    async def debug_load(request: Request) -> Response:
+        """Synthetic hook runs through the real journal and event stream, for load tests of the
+        console. Only when the engine was started with EVOLVE_DEBUG_LOAD=1."""
+        if engine.env.get("EVOLVE_DEBUG_LOAD") != "1":
+            raise ApiError(404, "not enabled: start the engine with EVOLVE_DEBUG_LOAD=1")
+        data = await _body(request)
+        count = int(data.get("count") or 1)
+        size = int(data.get("stdout_bytes") or 0)
+        return JSONResponse({"recorded": engine.inject_runs(min(count, 100_000), size)})
+
     @add("/v1/shutdown", "POST")
     async def shutdown(request: Request) -> Response:
         engine.request_shutdown()

@@ -8,6 +8,7 @@ Everything else is a request to the engine's API in a worker, never on the event
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -18,6 +19,7 @@ from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.command import Hit, Hits, Provider
+from textual.css.query import NoMatches
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import Button, DataTable, Footer, Input, Static, Switch, TabbedContent, TabPane
@@ -307,6 +309,10 @@ class EvolveConsole(App[None]):
     # ---- applying events in batches ---------------------------------------------------------
 
     def apply_events(self) -> None:
+        with contextlib.suppress(NoMatches):  # the console is closing
+            self._apply_events()
+
+    def _apply_events(self) -> None:
         if not self._pending:
             self._flush_dirty()
             return
@@ -370,9 +376,10 @@ class EvolveConsole(App[None]):
             self.render_connection()
 
     def tick_clock(self) -> None:
-        if self.heartbeat:
-            self.query_one(HeartbeatView).show_status(self.heartbeat, self.clock())
-        self.render_counts()
+        with contextlib.suppress(NoMatches):  # the console is closing
+            if self.heartbeat:
+                self.query_one(HeartbeatView).show_status(self.heartbeat, self.clock())
+            self.render_counts()
 
     # ---- selection and details --------------------------------------------------------------
 

@@ -361,9 +361,10 @@ class HeartbeatView(Vertical):
         shown = "?" if value is None else f"{value:,}"
         if threshold:
             bar.update(total=threshold, progress=min(value or 0, threshold))
+            bar.display = True
             text = f"{label}: {shown} of {threshold:,} (cleanup at the threshold)"
         else:
-            bar.update(total=None)
+            bar.display = False  # no gauge without a threshold (and no animation)
             text = f"{label}: {shown} (no threshold set)"
         self.query_one(f"#hb-{name}-label", Label).update(text)
 
