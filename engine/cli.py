@@ -123,6 +123,30 @@ def cmd_stage(args: argparse.Namespace) -> int:
     if args.stage not in STAGES:
         print(f"note: {args.stage!r} is not a standard stage ({', '.join(STAGES)})", file=sys.stderr)
 
+    def show(result: dict[str, Any], runs: list[dict[str, Any]] | None) -> int:
+        if args.verbose:
+            _print_json({**result, "runs": runs or []})
+        else:
+            _print_json(result["merged"])
+        for hook in result["failed"]:
+            print(
+                f"hooks/{hook} failed during {args.stage}"
+                + (" (recover ran)" if result["recovered"] else ""),
+                file=sys.stderr,
+            )
+        return 0
+
+    client = _running_client(args, timeout=3600.0) if args.stage not in ("discover",) else None
+    if client is not None:  # the engine runs: dispatch there, so the console sees it live
+        with contextlib.closing(client):
+            result = client.post(f"/v1/stages/{args.stage}", {"context": context, "session": args.session})
+            runs = None
+            if args.verbose:
+                listed = client.get(f"/v1/runs?dispatch={result['id']}&limit=10000")["runs"]
+                by_id = {r["id"]: r for r in listed}
+                runs = [by_id[i] for i in result["runs"] if i in by_id]
+            return show(result, runs)
+
     async def work(engine: Engine) -> int:
         if args.stage == "discover":
             await engine.discover()

@@ -140,24 +140,44 @@ class MockLLM:
 
     def _chunks(self, reply: Reply) -> list[dict[str, Any]]:
         self._calls += 1
-        base = {"id": f"chatcmpl-{self._calls}", "object": "chat.completion.chunk", "created": int(time.time()),
-                "model": "mock"}
+        base = {
+            "id": f"chatcmpl-{self._calls}",
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": "mock",
+        }
         chunks: list[dict[str, Any]] = []
         if reply.tool_calls:
             calls = [
-                {"index": i, "id": f"call_{self._calls}_{i}", "type": "function",
-                 "function": {"name": name, "arguments": json.dumps(args)}}
+                {
+                    "index": i,
+                    "id": f"call_{self._calls}_{i}",
+                    "type": "function",
+                    "function": {"name": name, "arguments": json.dumps(args)},
+                }
                 for i, (name, args) in enumerate(reply.tool_calls)
             ]
-            chunks.append({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": calls}}]})
+            chunks.append(
+                {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "tool_calls": calls}}]}
+            )
             finish = "tool_calls"
         else:
-            chunks.append({**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": reply.text}}]})
+            chunks.append(
+                {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": reply.text}}]}
+            )
             finish = "stop"
         prompt, completion = reply.usage
-        chunks.append({**base, "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
-                       "usage": {"prompt_tokens": prompt, "completion_tokens": completion,
-                                 "total_tokens": prompt + completion}})
+        chunks.append(
+            {
+                **base,
+                "choices": [{"index": 0, "delta": {}, "finish_reason": finish}],
+                "usage": {
+                    "prompt_tokens": prompt,
+                    "completion_tokens": completion,
+                    "total_tokens": prompt + completion,
+                },
+            }
+        )
         return chunks
 
     # ---- inspection ---------------------------------------------------------------------------
