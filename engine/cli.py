@@ -326,7 +326,8 @@ def cmd_console(args: argparse.Namespace) -> int:
 
 def cmd_doctor(args: argparse.Namespace) -> int:
     root = _workspace(args, must_exist=False)
-    report = asyncio.run(diagnose(root))
+    project = Path(args.project).absolute() if args.project else None
+    report = asyncio.run(diagnose(root, project=project))
     if args.json:
         _print_json(report.to_dict())
     else:
@@ -423,6 +424,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("doctor", parents=[common], help="check the workspace; exit 1 when something is wrong")
     p.add_argument("--json", action="store_true")
+    p.add_argument(
+        "--project", metavar="DIR", help="also check this opencode project's plugin entry and agents"
+    )
     p.set_defaults(func=cmd_doctor)
     return parser
 

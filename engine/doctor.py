@@ -52,7 +52,33 @@ class Report:
         }
 
 
-async def diagnose(root: Path, env: dict[str, str] | None = None) -> Report:
+def check_project(report: Report, project: Path, heartbeat_agent: str) -> None:
+    """The opencode project's side: the plugin entry and the heartbeat agent (opencode refuses
+    prompts for an agent it does not know)."""
+    from .shim_install import InstallError, config_path, defined_agents, installed, read_config
+
+    path = config_path(project)
+    try:
+        data = read_config(path)
+    except InstallError as exc:
+        report.add(ERROR, str(path), str(exc))
+        return
+    if not installed(project):
+        report.add(
+            WARNING,
+            str(path),
+            f"the evolve plugin is not installed; run: evolve shim install --project {project}",
+        )
+    if heartbeat_agent not in defined_agents(project, data):
+        report.add(
+            ERROR,
+            str(path),
+            f"heartbeat_agent {heartbeat_agent!r} is not an opencode agent here, so heartbeats and notifications "
+            f"would be refused; run `evolve shim install --project {project}` (it defines it) or set heartbeat_agent",
+        )
+
+
+async def diagnose(root: Path, env: dict[str, str] | None = None, project: Path | None = None) -> Report:
     env = dict(os.environ if env is None else env)
     ws = Workspace(root)
     report = Report(str(root))
@@ -117,6 +143,9 @@ async def diagnose(root: Path, env: dict[str, str] | None = None) -> Report:
     for stage, name in PROMPT_CONTRACT.items():
         if not (ws.prompts_dir / name).is_file():
             report.add(INFO, f"prompts/{name}", f"missing: the {stage} prompt is not available to hooks")
+
+    if project is not None:
+        check_project(report, project, loaded.config.heartbeat_agent)
 
     store = GitStore(root)
     if not store.exists():
