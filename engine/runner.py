@@ -151,7 +151,10 @@ async def run_process(
             stderr=asyncio.subprocess.PIPE,
             cwd=str(cwd),
             env=dict(env) if env is not None else None,
-            start_new_session=True,
+            # Its own process group (so a timeout kills everything it started), but not its own
+            # session: a new session costs up to milliseconds per start where the kernel gives
+            # each session its own scheduling group.
+            process_group=0,
         )
     except OSError as exc:
         done.spawn_error = exc

@@ -624,7 +624,7 @@ class Engine:
         """`hook` is the canonical name (builtins.hook_name): where the content lives in hooks/."""
         reg = self.registration_for(hook)
         return await validation.validate(
-            self.workspace.root, hook, content, reg.test if reg else None, self.config.hook_timeout
+            self.workspace.root, hook, content, reg.test if reg else None, self.config.hook_timeout, self.env
         )
 
     async def change_file(

@@ -12,6 +12,7 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,7 +45,12 @@ def copy_workspace(root: Path, target: Path) -> None:
 
 
 async def validate(
-    root: Path, hook_rel: str, candidate: str | bytes, test: str | None, timeout_ms: int
+    root: Path,
+    hook_rel: str,
+    candidate: str | bytes,
+    test: str | None,
+    timeout_ms: int,
+    env: Mapping[str, str] | None = None,
 ) -> Validation:
     """Run `tests/<test>` against a copy of the workspace in which `hooks/<hook_rel>` is `candidate`
     (`hook_rel` is where the hook's content lives: a link resolved)."""
@@ -66,8 +72,8 @@ async def validate(
                 False, f"test script tests/{test} not found (the hook registers it in discover)", 0.0, test
             )
         os.chmod(test_path, 0o755)
-        env = dict(os.environ, OPENCODE_EVOLVE_WORKSPACE=str(tmp))
-        ok, output = await _run_test(test_path, tmp, env, timeout_ms)
+        test_env = {**(os.environ if env is None else env), "OPENCODE_EVOLVE_WORKSPACE": str(tmp)}
+        ok, output = await _run_test(test_path, tmp, test_env, timeout_ms)
         return Validation(ok, output, (time.perf_counter() - started) * 1000, test)
     finally:
         await asyncio.to_thread(shutil.rmtree, tmp, True)

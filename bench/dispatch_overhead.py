@@ -1,0 +1,316 @@
+#!/usr/bin/env python3
+"""Engine overhead of dispatching a stage versus running the same hook(s) directly.
+
+For each hook kind (python3, sh) and hook count (1, 4) this builds a temporary workspace (the
+example prompts and config, plus N tiny hooks), starts a real Engine with its journal enabled
+(as in production), and then, after a warm-up, measures interleaved iterations of
+
+  (a) direct: spawn each hook with asyncio (argv = stage, the same JSON document on stdin,
+      cwd = workspace, stdout read to EOF), one after the other, as the engine does;
+  (b) engine: `await engine.dispatch("mutate_request", ctx, session=...)`;
+  (c) for sh hooks (--setsid): like (a) but with start_new_session=True, which is how
+      engine/runner.py spawns hooks (own session and process group, for killing on timeout);
+      it splits the overhead into "a new session per hook" and "the rest of the engine".
+
+The order of the measurements rotates every iteration, so drift and noise hit both alike. Between
+iterations, outside the timed sections, the engine is allowed to settle (its background commit
+check and journal writes finish), so that one measurement's background work does not land in the
+next one; the time that background work takes is reported separately.
+
+Overhead per hook run = median over iterations of (b_i - a_i) / hooks.
+Prints figures only; never asserts on timing.
+
+Run: .venv/bin/python bench/dispatch_overhead.py [--n 200] [--warmup 10] [--kinds python,sh]
+     [--setsid sh] [--max-seconds 105]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from engine.dispatch import build_input
+from engine.runtime import Engine
+
+TARGET_MS = 5.0
+MIN_N = 30  # iterations measured even when a case's share of --max-seconds has run out
+EXAMPLE = Path(__file__).resolve().parent.parent / "engine" / "example"
+
+HOOKS = {
+    "python": (
+        "#!/usr/bin/env python3\n"
+        "import json, sys\n"
+        "data = json.load(sys.stdin)\n"
+        "if sys.argv[1:] == ['discover']:\n"
+        "    print(json.dumps({'name': 'h{i}'}))\n"
+        "else:\n"
+        "    print(json.dumps({'system': ['from h{i}']}))\n"
+    ),
+    "sh": (
+        "#!/bin/sh\n"
+        "cat >/dev/null\n"
+        'if [ "$1" = discover ]; then echo \'{"name": "h{i}"}\'; '
+        'else echo \'{"system": ["from h{i}"]}\'; fi\n'
+    ),
+}
+
+
+def pct(values: list[float], p: float) -> float:
+    s = sorted(values)
+    k = (len(s) - 1) * p
+    lo = int(k)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (k - lo)
+
+
+def hook_env(keep_shims: bool = False) -> tuple[dict[str, str], str]:
+    """The environment for hooks (direct and engine alike): PATH without version-manager shims.
+
+    A pyenv/asdf shim for `python3` is a shell script that costs ~200 ms per start on its own,
+    which would bury the engine's overhead in noise; the hooks keep `#!/usr/bin/env python3`.
+    """
+    env = dict(os.environ)
+    parts = env.get("PATH", "").split(os.pathsep)
+    kept = [p for p in parts if keep_shims or not p.rstrip("/").endswith("/shims")]
+    env["PATH"] = os.pathsep.join(kept)
+    return env, shutil.which("python3", path=env["PATH"]) or "?"
+
+
+def make_workspace(base: Path, kind: str, count: int) -> Path:
+    root = base / f"ws-{kind}-{count}"
+    (root / "hooks").mkdir(parents=True)
+    shutil.copytree(EXAMPLE / "prompts", root / "prompts")
+    shutil.copytree(EXAMPLE / "config", root / "config")
+    for i in range(1, count + 1):
+        path = root / "hooks" / f"h{i}.{'py' if kind == 'python' else 'sh'}"
+        path.write_text(HOOKS[kind].replace("{i}", str(i)))
+        path.chmod(0o755)
+    return root
+
+
+async def run_direct(
+    paths: list[Path], stage: str, stdin: bytes, cwd: Path, env: dict[str, str], new_session: bool = False
+) -> None:
+    for path in paths:
+        proc = await asyncio.create_subprocess_exec(
+            str(path),
+            stage,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=str(cwd),
+            env=env,
+            start_new_session=new_session,
+        )
+        out, _err = await proc.communicate(stdin)
+        if proc.returncode != 0 or not out.strip():
+            raise RuntimeError(f"direct run of {path.name} failed: exit {proc.returncode}")
+        json.loads(out.splitlines()[0])
+
+
+async def settle(engine: Engine, deadline_s: float = 30.0) -> float:
+    """Wait (polling) until the engine's background work is done; returns how long that took."""
+    started = time.perf_counter()
+    limit = started + deadline_s
+    while engine.busy and time.perf_counter() < limit:
+        await asyncio.sleep(0.001)
+    waited = time.perf_counter() - started
+    if engine.journal is not None:
+        await asyncio.to_thread(engine.journal.flush)
+    return waited * 1000
+
+
+async def bench_case(
+    base: Path,
+    kind: str,
+    count: int,
+    n: int,
+    warmup: int,
+    env: dict[str, str],
+    setsid: bool,
+    deadline: float,
+) -> dict[str, float]:
+    root = make_workspace(base, kind, count)
+    engine = Engine(root, env=env)  # journal enabled, as in production
+    await engine.start()
+    try:
+        failures = [r.file.name for r in engine.registrations.values() if r.problems]
+        if len(engine.hooks) != count or failures:
+            raise RuntimeError(f"discovery went wrong: hooks={engine.hooks} problems={failures}")
+        session = "ses_bench"
+        context = {"session": {"id": session}, "system": ["You are a benchmark."]}
+        stage = "mutate_request"
+        # The same stdin document the engine builds (prompts read once here; the engine reads them
+        # on every dispatch, which is part of its overhead).
+        payload = build_input(
+            stage, engine.workspace.read_prompts(), context, engine.sessions.history(session)
+        )
+        stdin = json.dumps(payload, ensure_ascii=False).encode()
+        paths = [h.path for h in engine.hooks]
+
+        samples: dict[str, list[float]] = {"direct": [], "engine": [], "setsid": []}
+        background: list[float] = []
+
+        async def measure(which: str) -> None:
+            t0 = time.perf_counter()
+            if which == "engine":
+                result = await engine.dispatch(stage, context, session=session)
+                elapsed = (time.perf_counter() - t0) * 1000
+                if result.failed or len(result.merged.get("system", [])) != count:
+                    raise RuntimeError(f"dispatch failed: {result.failed} {result.merged}")
+                samples[which].append(elapsed)
+                background.append(await settle(engine))
+            else:
+                await run_direct(paths, stage, stdin, root, env, new_session=which == "setsid")
+                samples[which].append((time.perf_counter() - t0) * 1000)
+
+        # (c) "setsid": direct spawns with start_new_session=True, as engine/runner.py spawns hooks
+        # (its own process group, for killing it on timeout); it separates that choice from the rest.
+        kinds = ["direct", "engine", "setsid"] if setsid else ["direct", "engine"]
+        for _ in range(warmup):
+            for which in kinds:
+                await measure(which)
+        for which in samples:
+            samples[which].clear()
+        background.clear()
+        for i in range(n):
+            if i >= MIN_N and time.perf_counter() > deadline:
+                break  # out of this case's share of --max-seconds; `n` in the output says so
+            shift = i % len(kinds)  # rotate the order every iteration
+            for which in kinds[shift:] + kinds[:shift]:
+                await measure(which)
+
+        direct, dispatched = samples["direct"], samples["engine"]
+        diffs = [(b - a) / count for a, b in zip(direct, dispatched, strict=True)]
+        out = {
+            "n": len(direct),
+            "direct_med": statistics.median(direct),
+            "direct_p95": pct(direct, 0.95),
+            "engine_med": statistics.median(dispatched),
+            "engine_p95": pct(dispatched, 0.95),
+            "overhead_med": statistics.median(diffs),
+            "overhead_p95": pct(diffs, 0.95),
+            "background_med": statistics.median(background),
+        }
+        if setsid:
+            ss = samples["setsid"]
+            out["setsid_med"] = statistics.median(ss)
+            out["setsid_cost_med"] = statistics.median(
+                [(c - a) / count for a, c in zip(direct, ss, strict=True)]
+            )
+            out["rest_med"] = statistics.median(
+                [(b - c) / count for c, b in zip(ss, dispatched, strict=True)]
+            )
+        return out
+    finally:
+        await engine.close()
+
+
+async def main_async(args: argparse.Namespace) -> int:
+    base = Path(tempfile.mkdtemp(prefix="evolve-bench-dispatch-"))
+    results: dict[tuple[str, int], dict[str, float]] = {}
+    started = time.perf_counter()
+    env, python3 = hook_env(args.keep_shims)
+    print(
+        f"hooks' python3: {python3}; sh: {shutil.which('sh', path=env['PATH'])}; "
+        f"load average at start: {os.getloadavg()[0]:.2f}"
+    )
+    try:
+        cases = [(kind, count) for kind in args.kinds for count in (1, 4)]
+        # Rough cost of one iteration of each case in ms (python3 starts take ~30 ms, sh ~4 ms, the
+        # engine's settle ~10 ms), to share --max-seconds out between the cases.
+        weight = {
+            c: 10.0 + c[1] * (30.0 if c[0] == "python" else 4.0) * (3 if c[0] in args.setsid else 2)
+            for c in cases
+        }
+        budget_end = started + args.max_seconds
+        for index, (kind, count) in enumerate(cases):
+            now = time.perf_counter()
+            share = weight[(kind, count)] / sum(weight[c] for c in cases[index:])
+            deadline = now + max(budget_end - now, 0) * share
+            r = await bench_case(base, kind, count, args.n, args.warmup, env, kind in args.setsid, deadline)
+            results[(kind, count)] = r
+            print(
+                f"{kind:6} hooks={count}  n={r['n']:.0f}  "
+                f"direct median {r['direct_med']:7.2f} ms  p95 {r['direct_p95']:7.2f} ms | "
+                f"dispatch median {r['engine_med']:7.2f} ms  p95 {r['engine_p95']:7.2f} ms | "
+                f"overhead/hook median {r['overhead_med']:5.2f} ms  p95 {r['overhead_p95']:5.2f} ms | "
+                f"background settle median {r['background_med']:6.2f} ms",
+                flush=True,
+            )
+            if "setsid_med" in r:
+                print(
+                    f"{'':6} hooks={count}  direct with start_new_session=True median "
+                    f"{r['setsid_med']:7.2f} ms: per hook run, the new session costs "
+                    f"{r['setsid_cost_med']:5.2f} ms and the rest of the engine {r['rest_med']:5.2f} ms "
+                    "(medians of paired differences)",
+                    flush=True,
+                )
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    print(
+        f"(total bench time {time.perf_counter() - started:.1f} s; "
+        f"load average at end: {os.getloadavg()[0]:.2f})"
+    )
+    # The headline: python3 hooks (the realistic kind), 1 and 4 hooks; the worst of those decides.
+    kind = "python" if "python" in args.kinds else args.kinds[0]
+    one, four = results[(kind, 1)], results[(kind, 4)]
+    worst = max(one["overhead_med"], four["overhead_med"])
+    verdict = "meets" if worst < TARGET_MS else "MISSES"
+    others = "; ".join(
+        f"{k} hooks: {results[(k, 1)]['overhead_med']:.1f} / {results[(k, 4)]['overhead_med']:.1f} ms"
+        for k in args.kinds
+        if k != kind
+    )
+    print(
+        f"dispatch overhead: median {one['overhead_med']:.1f} ms per hook run with 1 {kind} hook, "
+        f"{four['overhead_med']:.1f} ms with 4 (target < {TARGET_MS:g} ms; {verdict} target)"
+        + (f" [{others}]" if others else "")
+    )
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--n", type=int, default=200, help="measured iterations per case (default 200)")
+    parser.add_argument("--warmup", type=int, default=10, help="warm-up iterations per case (default 10)")
+    parser.add_argument(
+        "--max-seconds",
+        type=float,
+        default=105.0,
+        help="time budget for all cases; on a busy machine a case stops before --n iterations when "
+        "its share runs out, and prints the n it reached (default 105)",
+    )
+    parser.add_argument(
+        "--kinds", default="python,sh", help="hook kinds, comma-separated: python,sh (default both)"
+    )
+    parser.add_argument(
+        "--setsid",
+        default="sh",
+        help="hook kinds for which also to time direct spawns with start_new_session=True, the way "
+        "the engine spawns hooks (default sh; 'python,sh' for both, '' for none; python adds ~40 s)",
+    )
+    parser.add_argument(
+        "--keep-shims", action="store_true", help="leave pyenv/asdf shims on PATH (slow python3 starts)"
+    )
+    args = parser.parse_args()
+    args.kinds = [k for k in args.kinds.split(",") if k]
+    args.setsid = [k for k in args.setsid.split(",") if k]
+    unknown = [k for k in args.kinds if k not in HOOKS]
+    if unknown:
+        parser.error(f"unknown hook kind(s): {unknown}")
+    return asyncio.run(main_async(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
