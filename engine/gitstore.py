@@ -177,6 +177,17 @@ class GitStore:
                 out[rel] = "-"
         return out
 
+    def changed_after(self, moment: float) -> list[str]:
+        """Uncommitted paths modified at or after `moment` (epoch seconds), deletions included."""
+        out: list[str] = []
+        for rel in self.dirty_files():
+            try:
+                if (self.root / rel).lstat().st_mtime >= moment:
+                    out.append(rel)
+            except OSError:
+                out.append(rel)  # deleted
+        return out
+
     def changed_since(self, before: dict[str, str]) -> list[str]:
         """Paths uncommitted now that were clean at `before`, or changed since."""
         now = self.snapshot()

@@ -98,6 +98,7 @@ class Engine:
         self._settle_task: asyncio.Task[None] | None = None
         self._settle_stages: set[str] = set()
         self._settle_sessions: set[str] = set()
+        self._settle_since: float | None = None
         self._background: set[asyncio.Task[Any]] = set()
         self._watcher: asyncio.Task[None] | None = None
         self._last_model: dict[str, str] | None = None
@@ -369,7 +370,7 @@ class Engine:
             self.journal.record_dispatch(result)
         self.bus.publish("stage", result.to_dict())
         if settle:
-            self._settle(stage, session)
+            self._settle(stage, session, result.started_at)
         return result
 
     async def request_system(self, session: str, system: list[str]) -> list[str] | None:
@@ -448,10 +449,11 @@ class Engine:
             self._published_commit(commit)
         return commit
 
-    def _settle(self, stage: str, session: str | None) -> None:
+    def _settle(self, stage: str, session: str | None, started_at: float) -> None:
         """Commit what hooks changed during stages, coalesced, off the caller's path."""
         if stage == "discover":
             return
+        self._settle_since = min(self._settle_since or started_at, started_at)
         self._settle_stages.add(stage)
         if session:
             self._settle_sessions.add(session)
@@ -461,12 +463,18 @@ class Engine:
     async def _settle_now(self) -> None:
         await asyncio.sleep(0)  # let stages finishing in the same tick join this commit
         stages, sessions = sorted(self._settle_stages), sorted(self._settle_sessions)
+        since, self._settle_since = self._settle_since, None
         self._settle_stages, self._settle_sessions = set(), set()
         async with self.write_lock:
-            await self.commit(
-                f"hooks changed files during {', '.join(stages)}",
-                {"Origin": "hook", "Stage": " ".join(stages), "Session": " ".join(sessions)},
-            )
+            # Only what changed since the stages began: an older hand edit stays for its own
+            # external-change commit.
+            files = await asyncio.to_thread(self.git.changed_after, (since or time.time()) - 0.05)
+            if files:
+                await self.commit(
+                    f"hooks changed files during {', '.join(stages)}",
+                    {"Origin": "hook", "Stage": " ".join(stages), "Session": " ".join(sessions)},
+                    files,
+                )
 
     async def commit_external(self) -> Commit | None:
         """Commit changes nobody in the engine made (a person editing a hook), separately."""
