@@ -26,6 +26,9 @@ OWN_CALL_PREFIXES = {
 }
 
 
+OWN_AGENTS = frozenset({"compaction", "title", "summary"})
+
+
 def own_call_kind(system: list[str]) -> str | None:
     first = system[0] if system and isinstance(system[0], str) else ""
     for kind, prefix in OWN_CALL_PREFIXES.items():
@@ -168,9 +171,13 @@ class Bridge:
         message_id = str(message.get("id") or "")
         if message_id and message_id in self._observed:
             return None
+        if message.get("summary") or message.get("agent") in OWN_AGENTS:
+            return None  # opencode's own summary or title, not the agent's answer (SPEC A.6)
         if message_id:
             self._observed.add(message_id)
         agent = message.get("agent") or self.engine.sessions.get(session).agent
+        if agent in OWN_AGENTS:
+            agent = None
         thinking, calls, answer = response_context(parts)
         observed = await self.engine.dispatch(
             "observe_message",

@@ -20,11 +20,13 @@ const instances = new Map();
 
 export default async function evolvePlugin(input, options) {
   const key = JSON.stringify([input?.directory, options?.workspace || null]);
-  if (!instances.has(key)) instances.set(key, new Shim(input, options || {}).init());
+  // A disposed instance (e.g. after opencode's instance/dispose) is forgotten, so the next
+  // initialisation connects afresh with a new proxy.
+  if (!instances.has(key)) instances.set(key, new Shim(input, options || {}, () => instances.delete(key)).init());
   return await instances.get(key);
 }
 
-function Shim(input, options) {
+function Shim(input, options, forget) {
   const SHIM_VERSION = "0.1.0";
   const API_VERSION = "1";
   const env = process.env;
@@ -47,6 +49,7 @@ function Shim(input, options) {
   const pendingHistory = new Map(); // session id -> messages not yet sent to the engine
   const messageParts = new Map(); // assistant message id -> Map(part id -> part)
   const handledMessages = new Set();
+  const idleSessions = new Set();
   const toolSpecs = new Map();
 
   // ---- logging ----------------------------------------------------------------------------------
@@ -264,6 +267,10 @@ function Shim(input, options) {
   async function assistantFinished(info) {
     if (handledMessages.has(info.id)) return;
     handledMessages.add(info.id);
+    if (info.summary || info.agent === "compaction" || info.mode === "compaction" || info.agent === "title") {
+      messageParts.delete(info.id); // opencode's own summary, not the agent's answer
+      return;
+    }
     const parts = [...(messageParts.get(info.id)?.values() || [])];
     messageParts.delete(info.id);
     const resp = await call("/v1/opencode/assistant", {
@@ -274,6 +281,12 @@ function Shim(input, options) {
     });
     const next = resp && resp.continue;
     if (next && next.text) {
+      if (idleSessions.has(info.sessionID) && proxy) {
+        // opencode leaves its loop a few ms after a response ends and does not wait for plugin
+        // events; without a server of its own (`opencode run`) the process is ending now.
+        log("warn", `idle continue for ${info.sessionID} came after opencode finished the turn; ` +
+          "under `opencode run` it cannot start a new turn in this process (it does under serve and the TUI)");
+      }
       const body = { parts: [{ type: "text", text: next.text, synthetic: true }] };
       if (next.agent) body.agent = next.agent;
       if (next.model) body.model = next.model;
@@ -314,6 +327,11 @@ function Shim(input, options) {
       const props = event?.properties || {};
       if (type === "message.part.updated") trackPart(props.part);
       else if (type === "message.part.delta") applyDelta(props);
+      else if (type === "session.status" && props.sessionID) {
+        if (props.status?.type === "idle") idleSessions.add(props.sessionID);
+        else idleSessions.delete(props.sessionID);
+        fire("/v1/opencode/event", { type, properties: props });
+      }
       else if (type === "message.updated") {
         const info = props.info || {};
         // A response is over when it has a finish reason (before opencode decides whether to go on,
@@ -371,6 +389,7 @@ function Shim(input, options) {
     },
 
     dispose: async () => {
+      forget();
       // `opencode run` ends here: let forwarded work reach the engine (bounded), then say goodbye.
       await Promise.race([Promise.allSettled([...inflight]), new Promise((r) => setTimeout(r, 5000))]);
       if (engine && connectionId && !engineDown) {

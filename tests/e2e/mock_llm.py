@@ -147,6 +147,11 @@ class MockLLM:
             "model": "mock",
         }
         chunks: list[dict[str, Any]] = []
+        if reply.tool_calls and reply.text:
+            # Text first, then the calls, as models often answer.
+            chunks.append(
+                {**base, "choices": [{"index": 0, "delta": {"role": "assistant", "content": reply.text}}]}
+            )
         if reply.tool_calls:
             calls = [
                 {

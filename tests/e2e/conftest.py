@@ -1,0 +1,537 @@
+"""Fixtures for end-to-end tests against the real opencode binary (see README.md beside this file).
+
+- `opencode_bin` (session): installs opencode-ai@1.18.33 into .cache/ with scripts/install_opencode.sh.
+- `oc_home` (session): one isolated HOME/XDG_* tree for every opencode started by these tests, so that
+  opencode's one-time npm install of @opencode-ai/plugin into $XDG_CONFIG_HOME/opencode is paid once.
+- `mock` (test): a MockLLM that records what opencode sends and answers from a script.
+- `make_project` / `project` (test): a git-initialised opencode project directory whose opencode.json
+  points at the mock and loads the evolve shim, plus an evolve workspace made by `evolve init`.
+  Teardown stops every `opencode serve` the test started, then the engine the shim started.
+
+Set E2E_PRINT_LOGS=1 to run opencode with --print-logs (its log then lands in the captured stderr).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, TypeVar
+
+import httpx
+import pytest
+
+from engine.journal import Journal
+from tests.e2e.mock_llm import MockLLM, Request
+
+REPO = Path(__file__).resolve().parents[2]
+INSTALL_SCRIPT = REPO / "scripts" / "install_opencode.sh"
+OPENCODE_VERSION = "1.18.33"
+EVOLVE = [sys.executable, "-m", "engine"]
+RUN_TIMEOUT = float(os.environ.get("E2E_RUN_TIMEOUT", "120"))
+PRINT_LOGS = os.environ.get("E2E_PRINT_LOGS", "") not in ("", "0")
+
+T = TypeVar("T")
+HERE = Path(__file__).resolve().parent
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line("markers", "e2e: end-to-end test against the real opencode binary (slow)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Every test in this directory is marked `e2e`, so `pytest -m "not e2e"` skips them all."""
+    for item in items:
+        if HERE in Path(str(item.path)).resolve().parents:
+            item.add_marker(pytest.mark.e2e)
+
+
+# ---- helpers ---------------------------------------------------------------------------------------
+
+
+def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 20.0, interval: float = 0.1) -> T:
+    """Poll `probe` until it returns something truthy; fail with `what` after `timeout` seconds."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(interval)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    # A zombie (dead, not yet reaped by its parent) counts as gone.
+    with contextlib.suppress(OSError):
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        if fields and fields[0] == "Z":
+            return False
+    return True
+
+
+def evolve(*args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+    """Run the evolve CLI of this checkout (the same command the shim is configured with)."""
+    proc = subprocess.run(
+        [*EVOLVE, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO, env=clean_env()
+    )
+    if check and proc.returncode != 0:
+        pytest.fail(f"evolve {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
+    return proc
+
+
+def clean_env(base: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment without anything that would point opencode or evolve elsewhere."""
+    env = dict(os.environ if base is None else base)
+    for key in list(env):
+        if key.startswith(("OPENCODE_", "EVOLVE_")):
+            del env[key]
+    return env
+
+
+def describe(proc: subprocess.CompletedProcess[str] | subprocess.Popen[str]) -> str:
+    out = getattr(proc, "stdout", "")
+    err = getattr(proc, "stderr", "")
+    return f"exit {proc.returncode}\n--- stdout ---\n{out}\n--- stderr ---\n{err}"
+
+
+# ---- reading what the mock LLM received ---------------------------------------------------------------
+
+
+def hook_system(project: Project) -> list[str]:
+    """The system prompt the example hook composes (mutate_request), computed before the run."""
+    result = project.stage("mutate_request", {"session": {"id": "x"}, "system": ["s"]})
+    system = result.get("system")
+    assert isinstance(system, list) and len(system) == 1 and system[0].strip(), result
+    return system
+
+
+def tool_results(req: Request) -> dict[str, str]:
+    """Tool call id -> the tool result text opencode sent in this request."""
+    return {
+        str(m.get("tool_call_id")): m["content"]
+        if isinstance(m["content"], str)
+        else json.dumps(m["content"])
+        for m in req.messages
+        if m.get("role") == "tool"
+    }
+
+
+def tool_call_ids(req: Request, name: str) -> list[str]:
+    """Ids of the calls of tool `name` made by assistant messages in this request's history."""
+    return [
+        str(c["id"])
+        for m in req.messages
+        if m.get("role") == "assistant"
+        for c in m.get("tool_calls") or []
+        if c.get("function", {}).get("name") == name
+    ]
+
+
+def last_user_text(req: Request) -> str:
+    users = [m for m in req.messages if m.get("role") == "user"]
+    assert users, req.messages
+    content = users[-1]["content"]
+    if isinstance(content, str):
+        return content
+    return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+
+
+def trailers(commit: str) -> dict[str, str]:
+    out = {}
+    for line in commit.splitlines():
+        key, sep, value = line.partition(": ")
+        if sep and key.startswith("Evolve-"):
+            out[key] = value
+    return out
+
+
+def session_of(req: Request) -> str:
+    sid = req.session
+    assert sid and sid.startswith("ses_"), req.headers
+    return sid
+
+
+# ---- opencode, its home and the mock LLM -------------------------------------------------------------
+
+
+@pytest.fixture(scope="session")
+def opencode_bin() -> Path:
+    if shutil.which("npm") is None and not any((REPO / ".cache").glob("opencode-*/node_modules")):
+        pytest.skip("npm is needed to install opencode for the end-to-end tests")
+    proc = subprocess.run(
+        [str(INSTALL_SCRIPT)],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "OPENCODE_VERSION": OPENCODE_VERSION},
+    )
+    if proc.returncode != 0:
+        pytest.fail(f"scripts/install_opencode.sh failed: {describe(proc)}")
+    path = Path(proc.stdout.strip().splitlines()[-1])
+    assert path.is_file(), path
+    return path
+
+
+def plugin_deps_ready(config_dir: Path) -> bool:
+    """Whether opencode's own install of @opencode-ai/plugin into this config dir is complete."""
+    try:
+        manifest = json.loads((config_dir / "node_modules/@opencode-ai/plugin/package.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(manifest.get("version") == OPENCODE_VERSION and (config_dir / "package-lock.json").is_file())
+
+
+@pytest.fixture(scope="session")
+def oc_home(tmp_path_factory: pytest.TempPathFactory, opencode_bin: Path) -> Iterator[Path]:
+    """One isolated HOME for the whole session. Before it loads any plugin, opencode installs
+    @opencode-ai/plugin (63 MB, 5-15 s, from the npm registry) into $XDG_CONFIG_HOME/opencode; the
+    first session keeps a copy in .cache/opencode-<version>/config-seed and later sessions start
+    from it, so they neither wait for that install nor need the registry."""
+    home = tmp_path_factory.mktemp("opencode-home")
+    for sub in (".config", ".local/share", ".cache", ".local/state"):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+    config_dir = home / ".config" / "opencode"
+    seed = REPO / ".cache" / f"opencode-{OPENCODE_VERSION}" / "config-seed"
+    if plugin_deps_ready(seed):
+        shutil.copytree(seed, config_dir, symlinks=True)
+    yield home
+    if not plugin_deps_ready(seed) and plugin_deps_ready(config_dir):
+        staging = seed.with_name(f"config-seed.{os.getpid()}")
+        with contextlib.suppress(OSError):
+            shutil.rmtree(staging, ignore_errors=True)
+            shutil.copytree(config_dir, staging, symlinks=True)
+            shutil.rmtree(seed, ignore_errors=True)
+            staging.rename(seed)
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def opencode_env(home: Path, cwd: Path) -> dict[str, str]:
+    env = clean_env()
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_DATA_HOME=str(home / ".local/share"),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        XDG_STATE_HOME=str(home / ".local/state"),
+        # opencode takes its project directory from $PWD, not from the real working directory.
+        PWD=str(cwd),
+    )
+    return env
+
+
+@pytest.fixture
+def mock() -> Iterator[MockLLM]:
+    llm = MockLLM()
+    try:
+        yield llm
+    finally:
+        llm.close()
+
+
+# ---- a project with the shim installed ------------------------------------------------------------
+
+
+class Serve:
+    """A running `opencode serve --port N` for one project, driven over HTTP with httpx."""
+
+    def __init__(self, project: Project, proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
+        self.project = project
+        self.proc = proc
+        self.port = port
+        self.log = log
+        self.url = f"http://127.0.0.1:{port}"
+        self.http = httpx.Client(
+            base_url=self.url,
+            headers={"x-opencode-directory": str(project.dir)},
+            timeout=httpx.Timeout(RUN_TIMEOUT, connect=3.0),
+        )
+
+    def request(self, method: str, path: str, **kwargs: Any) -> Any:
+        resp = self.http.request(method, path, **kwargs)
+        if resp.status_code >= 400:
+            pytest.fail(
+                f"opencode {method} {path}: HTTP {resp.status_code}: {resp.text[:2000]}\n{self.tail()}"
+            )
+        return resp.json() if resp.content else None
+
+    def create_session(self, title: str = "e2e") -> str:
+        """A session with a title, so that opencode makes no title LLM call."""
+        return str(self.request("POST", "/session", json={"title": title})["id"])
+
+    def prompt(self, session: str, *text: str, **extra: Any) -> dict[str, Any]:
+        """Send a user message and wait for the assistant's answer (the synchronous endpoint)."""
+        body = {"parts": [{"type": "text", "text": " ".join(text)}], **extra}
+        result: dict[str, Any] = self.request("POST", f"/session/{session}/message", json=body)
+        return result
+
+    def messages(self, session: str) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = self.request("GET", f"/session/{session}/message")
+        return result
+
+    def tail(self, lines: int = 60) -> str:
+        try:
+            text = self.log.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "--- opencode serve log (tail) ---\n" + "\n".join(text.splitlines()[-lines:])
+
+    def stop(self) -> None:
+        self.http.close()
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+@dataclass
+class Project:
+    dir: Path
+    ws: Path
+    mock: MockLLM
+    home: Path
+    bin: Path
+    serves: list[Serve] = field(default_factory=list)
+
+    # ---- opencode ----------------------------------------------------------------------------------
+
+    @property
+    def env(self) -> dict[str, str]:
+        return opencode_env(self.home, self.dir)
+
+    def run_argv(self, words: tuple[str, ...]) -> list[str]:
+        # Words as separate argv items: a single argument with spaces reaches the LLM in quotes.
+        return [str(self.bin), "run", *(["--print-logs"] if PRINT_LOGS else []), *words]
+
+    def run(
+        self, *words: str, timeout: float = RUN_TIMEOUT, check: bool = True
+    ) -> subprocess.CompletedProcess[str]:
+        """`opencode run <words…>` in the project directory; fails the test on a non-zero exit."""
+        try:
+            proc = subprocess.run(
+                self.run_argv(words),
+                cwd=self.dir,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+            )
+        except subprocess.TimeoutExpired as exc:
+            pytest.fail(
+                f"opencode run {' '.join(words)} did not finish in {timeout:.0f} s\n"
+                f"--- stdout ---\n{exc.stdout!r}\n--- stderr ---\n{exc.stderr!r}\n{self.shim_log()}"
+            )
+        if check and proc.returncode != 0:
+            pytest.fail(f"opencode run {' '.join(words)}: {describe(proc)}\n{self.shim_log()}")
+        return proc
+
+    def start_run(self, *words: str) -> subprocess.Popen[str]:
+        """`opencode run <words…>` in the background (read its output with communicate())."""
+        return subprocess.Popen(
+            self.run_argv(words),
+            cwd=self.dir,
+            env=self.env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    @contextlib.contextmanager
+    def serve(self) -> Iterator[Serve]:
+        """`opencode serve --port N` in the project directory, healthy before it is yielded."""
+        port = free_port()
+        log = self.dir.parent / f"serve-{port}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [str(self.bin), "serve", "--port", str(port), "--hostname", "127.0.0.1"]
+                + (["--print-logs"] if PRINT_LOGS else []),
+                cwd=self.dir,
+                env=self.env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        server = Serve(self, proc, port, log)
+        self.serves.append(server)
+
+        def healthy() -> bool:
+            if proc.poll() is not None:
+                pytest.fail(f"opencode serve exited {proc.returncode}\n{server.tail()}")
+            try:  # short per-request timeouts: the first requests after start-up can hang
+                return httpx.get(f"{server.url}/global/health", timeout=2.0).json().get("healthy") is True
+            except (httpx.HTTPError, ValueError):
+                return False
+
+        try:
+            wait_for("opencode serve to answer /global/health", healthy, timeout=60, interval=0.2)
+            yield server
+        finally:
+            server.stop()
+
+    # ---- the engine and its workspace ---------------------------------------------------------------
+
+    def announcement(self) -> dict[str, Any] | None:
+        try:
+            data: dict[str, Any] = json.loads((self.ws / "state" / "engine.json").read_text())
+            return data
+        except (OSError, ValueError):
+            return None
+
+    def engine_api(self, path: str, method: str = "GET", **kwargs: Any) -> Any:
+        found = self.announcement()
+        assert found is not None, "no engine announced in state/engine.json"
+        resp = httpx.request(
+            method,
+            found["url"] + path,
+            headers={"authorization": f"Bearer {found['token']}"},
+            timeout=10,
+            **kwargs,
+        )
+        resp.raise_for_status()
+        return resp.json()
+
+    @contextlib.contextmanager
+    def journal(self) -> Iterator[Journal]:
+        journal = Journal(self.ws / "state" / "journal.sqlite3")
+        try:
+            yield journal
+        finally:
+            journal.close()
+
+    def poll_journal(self, what: str, probe: Callable[[Journal], T | None], timeout: float = 15.0) -> T:
+        """Wait until `probe(journal)` is truthy: the engine writes its journal in the background."""
+        with self.journal() as journal:
+            return wait_for(what, lambda: probe(journal), timeout=timeout)
+
+    def tools(self) -> list[dict[str, Any]]:
+        result: list[dict[str, Any]] = json.loads(
+            evolve("tools", "--json", "--workspace", str(self.ws)).stdout
+        )
+        return result
+
+    def stage(self, stage: str, context: dict[str, Any]) -> dict[str, Any]:
+        out = evolve("stage", stage, "--workspace", str(self.ws), "--input", json.dumps(context)).stdout
+        result: dict[str, Any] = json.loads(out)
+        return result
+
+    def git(self, *args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(self.ws), *args], capture_output=True, text=True, check=True
+        ).stdout
+
+    def commits(self) -> list[str]:
+        """Full messages of the workspace's commits, newest first."""
+        out = self.git("log", "--format=%H%n%B%x00")
+        return [c.strip() for c in out.split("\0") if c.strip()]
+
+    def notes(self) -> list[dict[str, Any]] | None:
+        path = self.ws / "notes" / "notes.json"
+        if not path.is_file():
+            return None
+        notes: list[dict[str, Any]] = json.loads(path.read_text())["notes"]
+        return notes
+
+    def shim_log(self) -> str:
+        parts = []
+        for name in ("shim.log", "engine.log"):
+            path = self.ws / "state" / name
+            if path.is_file():
+                lines = path.read_text(errors="replace").splitlines()[-30:]
+                parts.append(f"--- {name} (tail) ---\n" + "\n".join(lines))
+        return "\n".join(parts)
+
+    def stop_engine(self) -> None:
+        """`evolve stop`, then SIGKILL whatever engine is still announced or was announced before."""
+        pids = set()
+        found = self.announcement()
+        if found:
+            pids.add(int(found["pid"]))
+        evolve("stop", "--workspace", str(self.ws), check=False, timeout=20)
+        found = self.announcement()
+        if found:
+            pids.add(int(found["pid"]))
+        deadline = time.monotonic() + 5
+        while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for pid in pids:
+            if pid_alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def mock_provider(url: str) -> dict[str, Any]:
+    return {
+        "$schema": "https://opencode.ai/config.json",
+        "provider": {
+            "mock": {
+                "name": "Mock",
+                "options": {"apiKey": "test", "baseURL": url},
+                "models": {"mock": {"name": "Mock"}},
+            }
+        },
+        "model": "mock/mock",
+        "small_model": "mock/mock",
+    }
+
+
+@pytest.fixture
+def make_project(
+    tmp_path: Path, mock: MockLLM, oc_home: Path, opencode_bin: Path
+) -> Iterator[Callable[..., Project]]:
+    """`make_project(config=None, name="project")`: `config` is merged into the project's opencode.json."""
+    made: list[Project] = []
+
+    def make(config: dict[str, Any] | None = None, name: str = "project") -> Project:
+        base = tmp_path / name
+        proj, ws = base / "proj", base / "ws"
+        proj.mkdir(parents=True)
+        subprocess.run(["git", "init", "-q", str(proj)], check=True)
+        evolve("init", str(ws))
+        (proj / "opencode.json").write_text(
+            json.dumps({**mock_provider(mock.url), **(config or {})}, indent=2)
+        )
+        command = " ".join(EVOLVE)
+        evolve("shim", "install", "--workspace", str(ws), "--project", str(proj), "--command", command)
+        project = Project(proj, ws, mock, oc_home, opencode_bin)
+        made.append(project)
+        return project
+
+    try:
+        yield make
+    finally:
+        for project in made:
+            for server in project.serves:
+                server.stop()
+        for project in made:
+            project.stop_engine()
+
+
+@pytest.fixture
+def project(make_project: Callable[..., Project]) -> Project:
+    return make_project()
