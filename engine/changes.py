@@ -206,6 +206,7 @@ class Changes:
                     "Approved-By": who,
                     "Pending": item.id,
                 },
+                [item.file],  # only this file: nothing else uncommitted rides along
             )
             item.status, item.decided_at = "approved", time.time()
             item.commit = commit.sha if commit else None

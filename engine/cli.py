@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from . import __version__
+from .client import EngineUnavailable
 from .dispatch import STAGES
 from .doctor import diagnose
 from .gitstore import GitError, GitStore
@@ -139,13 +140,9 @@ def cmd_stage(args: argparse.Namespace) -> int:
     client = _running_client(args, timeout=3600.0) if args.stage not in ("discover",) else None
     if client is not None:  # the engine runs: dispatch there, so the console sees it live
         with contextlib.closing(client):
-            result = client.post(f"/v1/stages/{args.stage}", {"context": context, "session": args.session})
-            runs = None
-            if args.verbose:
-                listed = client.get(f"/v1/runs?dispatch={result['id']}&limit=10000")["runs"]
-                by_id = {r["id"]: r for r in listed}
-                runs = [by_id[i] for i in result["runs"] if i in by_id]
-            return show(result, runs)
+            body = {"context": context, "session": args.session, "with_runs": args.verbose}
+            result = client.post(f"/v1/stages/{args.stage}", body)
+            return show(result, result.pop("run_records", None))
 
     async def work(engine: Engine) -> int:
         if args.stage == "discover":
@@ -345,6 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     common.add_argument(
         "--workspace",
         metavar="DIR",
+        default=argparse.SUPPRESS,  # so that a subcommand does not reset a value given before it
         help="the workspace (default: $OPENCODE_EVOLVE_WORKSPACE, else ~/workspace)",
     )
     parser = argparse.ArgumentParser(
@@ -441,6 +439,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except UsageError as exc:
         print(f"evolve {args.command}: {exc}", file=sys.stderr)
         return 2
+    except EngineUnavailable as exc:
+        print(f"evolve {args.command}: {exc}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
     except BrokenPipeError:  # e.g. `evolve tools | head`

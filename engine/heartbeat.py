@@ -99,6 +99,7 @@ class Heartbeat:
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._connected = False
+        self._connected_at = 0.0
         self.tokens: int | None = None  # the heartbeat session's token total, as last measured
         self.on_tick: list[Callable[[TickResult], Awaitable[None] | None]] = []
         last = engine.state.read().get("heartbeat_last")
@@ -134,16 +135,17 @@ class Heartbeat:
         """opencode is reachable: the first tick comes `heartbeat_ms` from now (§177)."""
         if not self._connected:
             self._connected = True
-            self._schedule_from(self.clock.now())
+            self._connected_at = self.clock.now()
+            self._schedule_from(self._connected_at)
 
     def reschedule(self) -> None:
-        """The config changed: recompute the next tick from the last one (or from now)."""
-        base = (
-            self.state.last.started_at + self.state.last.duration_ms / 1000
-            if self.state.last
-            else self.clock.now()
-        )
-        self._schedule_from(max(base, self.clock.now()) if self.state.next_at is None else base)
+        """The config changed: the next tick is `heartbeat_ms` (the new value) after the last tick
+        of this engine ended, or after opencode connected; never in the past."""
+        last = self.state.last if self.state.ticks else None
+        base = last.started_at + last.duration_ms / 1000 if last else self._connected_at
+        self._schedule_from(base)
+        if self.state.next_at is not None:
+            self.state.next_at = max(self.state.next_at, self.clock.now())
 
     def _schedule_from(self, moment: float) -> None:
         if self.enabled and self._connected:
@@ -270,7 +272,7 @@ class Heartbeat:
                 raise
             except Exception as exc:
                 # The session is unusable (deleted, broken): the next tick starts a new one (§190).
-                engine.state.update({"heartbeat_session": None})
+                engine.state.update({"heartbeat_session": None, "heartbeat_count": 0})
                 result.outcome, result.reason = "failed", f"prompt failed, session dropped: {exc}"
                 return
             count += 1

@@ -164,6 +164,7 @@ class Engine:
         self.bus.publish(
             "config", {"config": self.config.to_dict(), "errors": [str(e) for e in loaded.errors]}
         )
+        self.heartbeat.reschedule()  # heartbeat_ms may have changed
 
     def _warn(self, source: str, message: str) -> None:
         log.warning("%s: %s", source, message)
@@ -339,6 +340,15 @@ class Engine:
             for tool in reg.tools:
                 tools[tool.name] = tool
         return tools
+
+    def _canonical_hook(self, hook: str) -> str:
+        from .builtins import hook_name
+        from .paths import PathRefused, safe_path
+
+        try:
+            return hook_name(self, safe_path(self.workspace.hooks_dir, hook, "hooks"))
+        except PathRefused:
+            return hook  # refused later by the tool itself; the pattern is what was asked
 
     def registration_for(self, hook: str) -> Registration | None:
         """The registration of the hook whose content is hooks/<hook> (also through a symbolic link)."""

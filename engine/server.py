@@ -193,7 +193,12 @@ def build_app(engine: Engine, token: str) -> ASGIApp:
         if name not in STAGES:
             raise ApiError(404, f"unknown stage {name!r}; stages: {', '.join(STAGES)}")
         result = await engine.dispatch(name, context, session=_opt_str(data, "session"))
-        return JSONResponse(result.to_dict())
+        out = result.to_dict()
+        if data.get("with_runs") and engine.journal is not None:
+            await asyncio.to_thread(engine.journal.flush)
+            by_id = {r.id: r for r in engine.journal.runs(dispatch_id=result.id, limit=10_000)}
+            out["run_records"] = [by_id[i].to_dict() for i in result.runs if i in by_id]
+        return JSONResponse(out)
 
     # ---- the shim's calls -----------------------------------------------------------------------
 
@@ -285,7 +290,11 @@ def build_app(engine: Engine, token: str) -> ASGIApp:
 
     @add("/v1/events", "GET")
     async def events(request: Request) -> Response:
-        since = _int_param(request, "since", -1, maximum=2**62)
+        raw_since = request.query_params.get("since")
+        try:
+            since = int(raw_since) if raw_since is not None else -1  # -1: no backlog, live only
+        except ValueError:
+            raise ApiError(400, "query parameter 'since' must be an integer") from None
         sub = engine.bus.subscribe()
         backlog = [e for e in engine.bus.recent if since >= 0 and e.seq > since]
 

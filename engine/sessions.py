@@ -30,6 +30,8 @@ class SessionStore:
         self._sessions: dict[str, Session] = {}
         if journal is not None:
             for row in journal.sessions(limit=10_000):
+                if row.get("deleted"):
+                    continue
                 s = Session(id=row["id"], system=row.get("system"), frozen_at=row.get("frozen_at"))
                 s.agent = row.get("agent")
                 s.model = row.get("model")
@@ -60,6 +62,8 @@ class SessionStore:
         """A session opencode deleted: it receives no more notifications."""
         if session_id:
             self._sessions.pop(session_id, None)
+            if self._journal is not None:
+                self._journal.save_session(session_id, deleted=True)
 
     def history(self, session_id: str) -> list[Any]:
         session = self._sessions.get(session_id)

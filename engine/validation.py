@@ -96,7 +96,10 @@ async def _run_test(path: Path, cwd: Path, env: dict[str, str], timeout_ms: int)
         return False, f"cannot start tests/{path.name}: {done.spawn_error.strerror or done.spawn_error}"
     output = (done.stdout + done.stderr).decode("utf-8", errors="replace")
     if done.failure is not None:
-        reason = done.failure.replace("timeout", f"timeout: tests/{path.name} ran longer than", 1)
+        if done.failure.startswith("timeout"):
+            reason = f"timeout: tests/{path.name} ran longer than {timeout_ms} ms and was killed"
+        else:
+            reason = f"tests/{path.name}: {done.failure}"
         return False, output + ("\n" if output and not output.endswith("\n") else "") + reason
     if done.signal:
         return False, output + f"\ntests/{path.name} was killed by {done.signal}"

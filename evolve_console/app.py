@@ -90,7 +90,6 @@ class EvolveConsole(App[None]):
             "q",
             "quit",
             "Quit",
-            priority=True,
             id="app.quit",
             tooltip="Close the console (the engine keeps running)",
         ),

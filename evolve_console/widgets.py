@@ -110,7 +110,7 @@ class ConfirmScreen(ModalScreen[bool]):
 class MoreScreen(ModalScreen[None]):
     """A long value in full (up to a bound), scrollable."""
 
-    BINDINGS = [Binding("escape,q,m", "close", "Close")]
+    BINDINGS = [Binding("escape,m", "close", "Close")]
 
     def __init__(self, title: str, text: str) -> None:
         super().__init__()
@@ -178,7 +178,7 @@ class StageScreen(ModalScreen[dict[str, Any] | None]):
 
 
 class ResultScreen(ModalScreen[None]):
-    BINDINGS = [Binding("escape,q", "close", "Close")]
+    BINDINGS = [Binding("escape", "close", "Close")]
 
     def __init__(self, title: str, text: str) -> None:
         super().__init__()
