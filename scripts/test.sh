@@ -1,9 +1,15 @@
 #!/usr/bin/env bash
-# Everything CI checks: lint, format, types, then the whole test suite.
+# Everything CI checks: lint, format, types, then the whole test suite (unit, console, and
+# end-to-end against real opencode, which scripts/install_opencode.sh fetches from npm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/bootstrap.sh
-.venv/bin/ruff check engine evolve_console tests bench
-.venv/bin/ruff format --check engine evolve_console tests bench
+# The console test that drives `evolve console` in a terminal needs tmux.
+if ! command -v tmux >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get install -y -q tmux || (apt-get update -q && apt-get install -y -q tmux)) >/dev/null
+fi
+./scripts/install_opencode.sh >/dev/null
+.venv/bin/ruff check engine evolve_console tests bench scripts
+.venv/bin/ruff format --check engine evolve_console tests bench scripts
 .venv/bin/mypy
 .venv/bin/python -m pytest -q "$@"
