@@ -13,9 +13,9 @@ Two ways to run the console (`--mode`):
 * ``tmux`` (default when tmux is installed): the real command
   ``python -m engine console --attach URL --token T`` in a detached tmux session of 140x40.
   **Key latency** = from just before ``tmux send-keys`` until the first ``tmux capture-pane`` of
-  the screen (polled back to back, ~5-10 ms apart) that shows the other tab: ``2`` (stage results)
-  is seen when the stages table header (``hooks … failed … recover``) is on screen, ``1`` (hook
-  runs) when the ``runs in the journal`` status line is. This is what tmux, as the terminal, has
+  the screen (a capture every ~10 ms: ~4 ms each plus a `--poll-ms` pause) that shows the other
+  tab: ``2`` (stage results) is seen when the stages table header (``hooks … failed … recover``)
+  is on screen, ``1`` (hook runs) when the ``runs in the journal`` status line is. This is what tmux, as the terminal, has
   drawn: key through the pty, the console's handling, its render, its output parsed by tmux. The
   polling adds up to one capture interval (printed). **Memory** = VmRSS of the console process
   (the pane's process, which execs python) from /proc, sampled every 0.5 s; VmHWM is its peak.
@@ -26,18 +26,27 @@ Two ways to run the console (`--mode`):
   code; the load generator is a separate process).
 
 Keys alternate ``2`` / ``1`` every ``--key-interval`` s (0.5 s): first ``--idle-probes`` presses
-with no load (a baseline), then presses throughout the load. Target: p95 < 100 ms under load.
+with no load (a baseline), then presses throughout the load on a 0.5 s schedule (at once when the
+previous one took longer). A press not on screen within `--key-timeout` s (30) is counted apart,
+not as a sample. Target: p95 < 100 ms under load.
 
 After the load, the engine's journal must hold every generated run: the journal's `stage = 'load'`
 rows (read from its SQLite file) must equal what the generator was told was recorded, and
 `/v1/runs` counts must equal the count before the load plus those plus any other runs (e.g. a
 re-discovery) made meanwhile. Then the console's shown count ("N runs in the journal", read from
-the screen) must equal the engine's count exactly; the bench waits up to `--settle-timeout` s for it.
+the screen) must equal the engine's count exactly; the bench waits up to `--settle-timeout` s for it,
+and calls the missing runs lost once neither the console's count nor its CPU time (< 20% of a core)
+has moved for `--stuck-after` s.
 
 The journal keeps `journal_max_runs` runs (default 20,000), fewer than a 60 s load makes; the
 engine is started with EVOLVE_JOURNAL_MAX_RUNS = generated + 100,000 so that "keeps every event"
 is checkable (`--journal-max-runs` overrides it, e.g. to see what the console shows once the
 journal trims).
+
+Also printed: the CPU seconds the console and the engine used during the load, and how far the
+console's live count ("received live" on screen) fell behind the generator's schedule, sampled at
+the key presses of the runs tab. The key presses never move the focus off the tab bar, so every
+press is a view switch the console should make.
 
 Memory target: < 200 MB RSS for the console process. Prints figures; a missed target or a count
 that does not match shows up as MISSES / MISMATCH in the final line (exit status 0 either way,
@@ -269,9 +278,13 @@ class Result:
     generator: dict[str, Any] = field(default_factory=dict)
     shown: tuple[int, int, int] | None = None  # runs, failed, received live, as the console shows
     settle_s: float | None = None
+    first_shown: int | None = None  # the console's run count when the load had stopped
+    last_change_s: float | None = None  # when the shown count last changed, s after the load stopped
+    stuck: bool = False  # the shown count stopped changing before it equalled the engine's
     probe_note: str = ""
     console_cpu_s: float = 0.0
     engine_cpu_s: float = 0.0
+    terminal_cpu_s: float | None = None  # the tmux server (tmux mode)
     load_wall_s: float = 0.0
     max_behind: int = 0  # generated so far (by the schedule) minus "received live" on screen
 
@@ -406,8 +419,12 @@ def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Res
                     state["tab"] = target
                     note_behind(screen)
                     return (now - t0) * 1000
-                if now - t0 > 5.0:
-                    state["tab"] = target  # pressed anyway; the next probe goes back
+                if now - t0 > args.key_timeout:
+                    # Not counted; wait until it shows, or the next press would find its view already
+                    # on screen and look instant.
+                    state["tab"] = target
+                    with contextlib.suppress(RuntimeError):
+                        wait_screen(tmux, lambda s: is_showing(s, target), 120)
                     return None
                 time.sleep(args.poll_ms / 1000)
 
@@ -419,7 +436,8 @@ def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Res
                 result.idle_ms.append(ms)
             time.sleep(args.key_interval)
 
-        cpu0 = cpu_s(pid), cpu_s(engine.proc.pid)
+        server_pid = int(tmux.run("display-message", "-p", "#{pid}").strip())
+        cpu0 = cpu_s(pid), cpu_s(engine.proc.pid), cpu_s(server_pid)
         gen = subprocess.Popen(generator_argv(engine, args), stdout=subprocess.PIPE, text=True, cwd=ROOT)
         assert gen.stdout is not None
         gen.stdout.readline()  # the generator is about to send its first batch
@@ -442,6 +460,7 @@ def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Res
         result.load_wall_s = time.monotonic() - (schedule.started or 0.0)
         result.console_cpu_s = cpu_s(pid) - cpu0[0]
         result.engine_cpu_s = cpu_s(engine.proc.pid) - cpu0[1]
+        result.terminal_cpu_s = cpu_s(server_pid) - cpu0[2]
         result.generator = json.loads(out.strip().splitlines()[-1])
         result.probe_note = (
             f"screen polled with tmux capture-pane, median {statistics.median(captures) * 1000:.1f} ms per capture"
@@ -450,17 +469,29 @@ def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Res
         )
         if state["tab"] != "runs":
             tmux.run("send-keys", "-t", "console", "1")
-            wait_screen(tmux, lambda s: is_showing(s, "runs"), 10)
+            with contextlib.suppress(RuntimeError):  # a console still busy shows it later
+                wait_screen(tmux, lambda s: is_showing(s, "runs"), 10)
 
         engine_counts = engine.stable_counts()
         settle_start = time.monotonic()
         deadline = settle_start + args.settle_timeout
+        cpu_at_change = cpu_s(pid)
         while True:
-            result.shown = parse_shown(tmux.screen())
+            shown = parse_shown(tmux.screen())
+            if shown != result.shown:
+                result.shown, result.last_change_s = shown, time.monotonic() - settle_start
+                cpu_at_change = cpu_s(pid)
+                if result.first_shown is None and shown is not None:
+                    result.first_shown = shown[0]
             if result.shown and result.shown[0] == engine_counts["runs"]:
                 result.settle_s = time.monotonic() - settle_start
                 break
             if time.monotonic() > deadline:
+                break
+            quiet = time.monotonic() - settle_start - (result.last_change_s or 0.0)
+            if quiet > args.stuck_after and cpu_s(pid) - cpu_at_change < 0.2 * quiet:
+                # Neither the count nor the console's CPU time moves: the missing runs are lost, not late.
+                result.stuck = True
                 break
             time.sleep(0.25)
         sampler.stopped.set()
@@ -528,7 +559,7 @@ async def run_inprocess(engine: EngineProcess, args: argparse.Namespace) -> Resu
                     if shown == target and app.query_one(TabbedContent).active == target:
                         first = min(a for a, s in frames if a >= t0 and s == target)
                         return (first - t0) * 1000
-                if time.perf_counter() - t0 > 5.0:
+                if time.perf_counter() - t0 > args.key_timeout:
                     return None
                 await asyncio.sleep(0.001)
 
@@ -576,12 +607,23 @@ async def run_inprocess(engine: EngineProcess, args: argparse.Namespace) -> Resu
         engine_counts = await asyncio.to_thread(engine.stable_counts)
         settle_start = time.monotonic()
         deadline = settle_start + args.settle_timeout
+        cpu_at_change = cpu_s()
         while True:
-            result.shown = shown_counts()
+            shown = shown_counts()
+            if shown != result.shown:
+                result.shown, result.last_change_s = shown, time.monotonic() - settle_start
+                cpu_at_change = cpu_s()
+                if result.first_shown is None and shown is not None:
+                    result.first_shown = shown[0]
             if result.shown and result.shown[0] == engine_counts["runs"]:
                 result.settle_s = time.monotonic() - settle_start
                 break
             if time.monotonic() > deadline:
+                break
+            quiet = time.monotonic() - settle_start - (result.last_change_s or 0.0)
+            if quiet > args.stuck_after and cpu_s() - cpu_at_change < 0.2 * quiet:
+                # Neither the count nor the console's CPU time moves: the missing runs are lost, not late.
+                result.stuck = True
                 break
             await asyncio.sleep(0.25)
         result.rss_end_mb, result.hwm_mb = rss_mb()
@@ -618,13 +660,19 @@ def summarize(
                 f"p95 {percentile(values, 0.95):6.1f} ms  max {max(values):6.1f} ms"
             )
     if result.timeouts:
-        print(f"key presses not seen on screen within 5 s: {result.timeouts}")
+        print(f"key presses not seen on screen within {args.key_timeout:g} s: {result.timeouts}")
     if result.load_wall_s:
         print(
             f"CPU during the load ({result.load_wall_s:.1f} s): console {result.console_cpu_s:.1f} s "
             f"({100 * result.console_cpu_s / result.load_wall_s:.0f}% of a core), engine "
-            f"{result.engine_cpu_s:.1f} s ({100 * result.engine_cpu_s / result.load_wall_s:.0f}%); "
-            f"{os.cpu_count()} cores"
+            f"{result.engine_cpu_s:.1f} s ({100 * result.engine_cpu_s / result.load_wall_s:.0f}%)"
+            + (
+                f", tmux server {result.terminal_cpu_s:.1f} s"
+                f" ({100 * result.terminal_cpu_s / result.load_wall_s:.0f}%)"
+                if result.terminal_cpu_s is not None
+                else ""
+            )
+            + f"; {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}"
         )
         print(
             f"console's live count behind the generator's schedule by up to ~{result.max_behind:,} runs "
@@ -658,7 +706,20 @@ def summarize(
         settle = (
             f"after {result.settle_s:.1f} s"
             if result.settle_s is not None
-            else (f"still different after {args.settle_timeout:g} s")
+            else (
+                f"it showed {result.first_shown or 0:,} when the load stopped, last changed "
+                f"{result.last_change_s or 0:.1f} s after, then "
+                + (
+                    f"stayed put, the console idle, for {args.stuck_after:g} s: "
+                    + (
+                        "runs LOST by the console"
+                        if shown[0] < after["runs"]
+                        else "the console counts runs the journal does not hold"
+                    )
+                    if result.stuck
+                    else f"was still catching up at the {args.settle_timeout:g} s limit"
+                )
+            )
         )
         print(
             f"console shows: {shown[0]:,} runs in the journal, {shown[1]:,} failed, {shown[2]:,} received live; "
@@ -692,6 +753,12 @@ def main() -> int:
     parser.add_argument("--batch-interval", type=float, default=0.1, help="s between POSTs (default 0.1)")
     parser.add_argument("--key-interval", type=float, default=0.5, help="s between key presses (default 0.5)")
     parser.add_argument(
+        "--key-timeout",
+        type=float,
+        default=30.0,
+        help="s after which a key press not yet on screen is counted as a timeout, not a sample (default 30)",
+    )
+    parser.add_argument(
         "--poll-ms", type=float, default=5.0, help="tmux mode: pause between screen captures (default 5)"
     )
     parser.add_argument(
@@ -704,7 +771,13 @@ def main() -> int:
         help="the real `evolve console` in tmux (default when tmux exists) or run_test in this process",
     )
     parser.add_argument(
-        "--settle-timeout", type=float, default=30.0, help="s to wait for the console's count (default 30)"
+        "--settle-timeout", type=float, default=60.0, help="s to wait for the console's count (default 60)"
+    )
+    parser.add_argument(
+        "--stuck-after",
+        type=float,
+        default=10.0,
+        help="s without any change of the console's count after which missing runs count as lost (default 10)",
     )
     parser.add_argument(
         "--journal-max-runs",

@@ -1,0 +1,266 @@
+"""The installed `evolve console` in a real terminal (tmux): first start on a fresh machine, keys, quit.
+
+HOME is a temporary directory, so `evolve console` finds no workspace, creates the example one under
+~/workspace and starts the engine itself as its own process. The test reads the screen with
+`tmux capture-pane`, and after `q` checks that the engine is still running (closing the console never
+stops the agent's hooks), then stops it with `evolve stop`.
+
+A second test checks that the console's "N runs in the journal" equals the journal's count when it
+attaches to an engine that already has runs (it once counted the engine's replayed recent events on
+top of the journal's count: "2 runs in the journal" for 1 run).
+
+Skipped when tmux is not installed (`apt-get install tmux`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)"
+)
+
+WIDTH, HEIGHT = 140, 40
+
+
+def installed_evolve() -> str:
+    """The `evolve` command of the environment running the tests (the venv's), else the one on PATH."""
+    beside = Path(sys.executable).parent / "evolve"
+    if beside.is_file() and os.access(beside, os.X_OK):
+        return str(beside)
+    found = shutil.which("evolve")
+    if found is None:
+        pytest.fail("the evolve command is not installed (pip install -e . in the project's venv)")
+    return found
+
+
+def clean_env(home: Path) -> dict[str, str]:
+    """HOME in tmp, no workspace or evolve settings of the developer, an empty global git config."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("EVOLVE_", "OPENCODE_", "GIT_", "TEXTUAL_", "XDG_", "TMUX"))
+    }
+    home.mkdir(parents=True, exist_ok=True)
+    (home / "empty.gitconfig").touch()
+    env.update(
+        HOME=str(home),
+        GIT_CONFIG_GLOBAL=str(home / "empty.gitconfig"),
+        GIT_CONFIG_NOSYSTEM="1",
+        XDG_CONFIG_HOME=str(home / ".config"),
+        TERM="xterm-256color",
+    )
+    return env
+
+
+class Terminal:
+    """One tmux server of this test's own (its socket in tmp), with one 140x40 window."""
+
+    def __init__(self, tmp: Path, env: dict[str, str]) -> None:
+        self.socket = tmp / "tmux.sock"
+        self.conf = tmp / "tmux.conf"
+        self.conf.write_text("set -g remain-on-exit on\nset -g status off\n")
+        self.env = env
+
+    def tmux(self, *args: str) -> str:
+        proc = subprocess.run(
+            ["tmux", "-S", str(self.socket), "-f", str(self.conf), *args],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=15,
+            check=False,
+        )
+        if proc.returncode != 0:
+            raise AssertionError(f"tmux {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
+        return proc.stdout
+
+    def start(self, command: str, cwd: Path) -> None:
+        self.tmux(
+            "new-session", "-d", "-s", "t", "-x", str(WIDTH), "-y", str(HEIGHT), "-c", str(cwd), command
+        )
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-t", "t")
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", "t", *keys)
+
+    def wait_for(self, what: str, check: Callable[[str], bool], timeout: float = 30.0) -> str:
+        deadline = time.monotonic() + timeout
+        screen = ""
+        while time.monotonic() < deadline:
+            screen = self.screen()
+            if check(screen):
+                return screen
+            time.sleep(0.1)
+        raise AssertionError(f"the screen never showed {what} within {timeout:.0f} s; it shows:\n{screen}")
+
+    def kill(self) -> None:
+        with contextlib.suppress(AssertionError, subprocess.TimeoutExpired, OSError):
+            self.tmux("kill-server")
+
+
+def alive(pid: int) -> bool:
+    """True while the process exists and is not a zombie."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+@pytest.fixture
+def terminal(tmp_path: Path) -> Iterator[tuple[Terminal, dict[str, str], Path]]:
+    home = tmp_path / "home"
+    env = clean_env(home)
+    term = Terminal(tmp_path, env)
+    workspace = home / "workspace"
+    try:
+        yield term, env, workspace
+    finally:
+        term.kill()
+        # Whatever happened, no engine of this test outlives it (only the one it caused, by pid).
+        with contextlib.suppress(OSError, ValueError, KeyError):
+            pid = int(json.loads((workspace / "state" / "engine.json").read_text())["pid"])
+            if alive(pid):
+                subprocess.run([installed_evolve(), "stop"], env=env, timeout=30, capture_output=True)
+                deadline = time.monotonic() + 15
+                while alive(pid) and time.monotonic() < deadline:
+                    time.sleep(0.1)
+                if alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+
+
+def test_console_starts_engine_shows_views_and_quits_leaving_engine_running(
+    terminal: tuple[Terminal, dict[str, str], Path], tmp_path: Path
+) -> None:
+    term, env, workspace = terminal
+    evolve = installed_evolve()
+    status_file = tmp_path / "console.status"
+    # The pane's shell records the console's exit status (tmux 3.3 leaves #{pane_dead_status} empty here).
+    term.start(f"{evolve} console; echo $? > {status_file}", cwd=tmp_path)
+
+    screen = term.wait_for("engine ● connected", lambda s: "engine ● connected" in s, timeout=60)
+    assert (workspace / "hooks" / "notes.py").is_file(), "the example workspace was not created"
+    assert "Hook runs" in screen and "Self-modifications" in screen
+    announcement = json.loads((workspace / "state" / "engine.json").read_text())
+    engine_pid = int(announcement["pid"])
+    assert alive(engine_pid)
+
+    # 5: self-modifications, with the workspace's initial commit.
+    term.keys("5")
+    screen = term.wait_for("the initial commit", lambda s: "Approve (a)" in s and "initial" in s)
+    assert "Revert (r)" in screen
+
+    # 4: the heartbeat view.
+    term.keys("4")
+    screen = term.wait_for(
+        "the heartbeat view", lambda s: "Fire now (f)" in s and "heartbeats since cleanup" in s
+    )
+    assert "interval" in screen
+
+    # q: the console exits cleanly...
+    term.keys("q")
+    deadline = time.monotonic() + 15
+    while not status_file.exists() or not status_file.read_text().strip():
+        assert time.monotonic() < deadline, "the console did not exit after q:\n" + term.screen()
+        time.sleep(0.1)
+    assert status_file.read_text().strip() == "0", "the console exited with an error:\n" + term.screen()
+
+    # ...and the engine it started keeps running and answering.
+    assert alive(engine_pid), "closing the console stopped the engine"
+    health = httpx.get(
+        f"{announcement['url']}/v1/health",
+        headers={"authorization": f"Bearer {announcement['token']}"},
+        timeout=5,
+    )
+    assert health.status_code == 200 and health.json()["pid"] == engine_pid
+
+    stop = subprocess.run([evolve, "stop"], env=env, capture_output=True, text=True, timeout=30)
+    assert stop.returncode == 0, stop.stderr
+    deadline = time.monotonic() + 15
+    while alive(engine_pid):
+        assert time.monotonic() < deadline, "evolve stop did not stop the engine"
+        time.sleep(0.1)
+    assert not (workspace / "state" / "engine.json").exists()
+
+
+def test_console_run_count_equals_the_journal_on_start(
+    terminal: tuple[Terminal, dict[str, str], Path], tmp_path: Path
+) -> None:
+    term, env, workspace = terminal
+    evolve = installed_evolve()
+    # The engine first, and its discover run committed to the journal, so the console finds both.
+    subprocess.run([evolve, "init", str(workspace)], env=env, check=True, capture_output=True, timeout=60)
+    engine = subprocess.Popen(
+        [evolve, "serve"],
+        env=env,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        counts: dict[str, int] = {}
+        deadline = time.monotonic() + 60
+        while counts.get("runs", 0) < 1:
+            assert engine.poll() is None and time.monotonic() < deadline, "the engine did not start"
+            time.sleep(0.1)
+            with contextlib.suppress(OSError, ValueError, KeyError, httpx.HTTPError):
+                announcement = json.loads((workspace / "state" / "engine.json").read_text())
+                counts = httpx.get(
+                    f"{announcement['url']}/v1/runs",
+                    params={"limit": 1},
+                    headers={"authorization": f"Bearer {announcement['token']}"},
+                    timeout=5,
+                ).json()["counts"]
+
+        term.start(f"{evolve} console", cwd=tmp_path)
+        screen = term.wait_for(
+            "the run count", lambda s: "engine ● connected" in s and "runs in the journal" in s, timeout=30
+        )
+        # The console applies events four times a second: its figure is read once it has stayed the
+        # same for a second (four batches), so a batch still to come cannot change it afterwards.
+        shown: int | None = None
+        since = time.monotonic()
+        deadline = since + 15.0
+        while time.monotonic() - since < 1.0:
+            assert time.monotonic() < deadline, f"the run count never settled:\n{screen}"
+            time.sleep(0.1)
+            screen = term.screen()
+            match = re.search(r"([\d,]+) runs in the journal", screen)
+            value = int(match.group(1).replace(",", "")) if match else None
+            if value != shown:
+                shown, since = value, time.monotonic()
+        counts = httpx.get(
+            f"{announcement['url']}/v1/runs",
+            params={"limit": 1},
+            headers={"authorization": f"Bearer {announcement['token']}"},
+            timeout=5,
+        ).json()["counts"]
+        assert shown == counts["runs"], (
+            f"the console shows {shown} runs, the journal has {counts['runs']}:\n{screen}"
+        )
+    finally:
+        term.kill()
+        subprocess.run([evolve, "stop"], env=env, capture_output=True, timeout=30)
+        try:
+            engine.wait(15)
+        except subprocess.TimeoutExpired:
+            engine.kill()
+            engine.wait()
