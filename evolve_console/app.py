@@ -27,7 +27,16 @@ from textual.worker import Worker, WorkerState
 
 from .client import EngineClient, EngineError, EngineGone, Target
 from .format import as_json, clock_time, short
-from .views import ChangesView, HeartbeatView, KeyedTable, RunsView, SessionsView, StagesView, run_summary
+from .views import (
+    MAX_ROWS,
+    ChangesView,
+    HeartbeatView,
+    KeyedTable,
+    RunsView,
+    SessionsView,
+    StagesView,
+    run_summary,
+)
 from .widgets import ConfirmScreen, MoreScreen, ResultScreen, Section, StageScreen
 
 HISTORY_LIMIT = 500
@@ -167,6 +176,7 @@ class EvolveConsole(App[None]):
     def on_mount(self) -> None:
         self.set_interval(0.25, self.apply_events, name="apply-events")
         self.set_interval(1.0, self.tick_clock, name="countdown")
+        self.set_timer(self.poll_s, self.poll_counts, name="counts")
         self.render_connection()
         self.follow_engine()
 
@@ -188,7 +198,10 @@ class EvolveConsole(App[None]):
                 self.post_message(EngineStatus(True, f"{self.target.url} · pid {health.get('pid')}"))
                 delay = 0.5
                 async for event in self.client.events(self.last_seq if self.last_seq is not None else -1):
-                    self.last_seq = int(event.get("seq") or 0)
+                    seq = int(event.get("seq") or 0)
+                    if self.last_seq is not None and seq > self.last_seq + 1:
+                        self._dirty.add("runs")  # events were dropped on the way: reload from the journal
+                    self.last_seq = seq
                     self._pending.append(event)
                 raise EngineGone("the event stream ended")
             except (EngineGone, EngineError) as exc:
@@ -272,7 +285,7 @@ class EvolveConsole(App[None]):
         self.render_connection()
 
     def render_connection(self) -> None:
-        text = Text()
+        text = Text(no_wrap=True, overflow="ellipsis")
         if self.engine_connected:
             text.append(" engine ● connected ", style="bold reverse green")
         else:
@@ -324,9 +337,7 @@ class EvolveConsole(App[None]):
             self.events_seen[kind] += 1
             data = event.get("data") or {}
             if kind == "hook_run":
-                self.counts["runs"] = self.counts.get("runs", 0) + 1
-                if data.get("error"):
-                    self.counts["failed_runs"] = self.counts.get("failed_runs", 0) + 1
+                # Counts come from the journal (poll_counts): exact, also when the journal trims.
                 if view.matches(data):
                     runs[data["id"]] = run_summary(data)
             elif kind == "stage":
@@ -349,7 +360,9 @@ class EvolveConsole(App[None]):
                 )
         with self.batch_update():
             if runs:
-                self.query_one("#runs-table", KeyedTable).upsert([RunsView.row(r) for r in runs.values()])
+                # Only the newest rows can be on screen: a flood costs the table no more than that.
+                newest = list(runs.values())[-MAX_ROWS:]
+                self.query_one("#runs-table", KeyedTable).upsert([RunsView.row(r) for r in newest])
             if stages:
                 for d in stages:
                     self.dispatches[d["id"]] = d
@@ -364,6 +377,8 @@ class EvolveConsole(App[None]):
 
     @work(group="refresh", exit_on_error=False)
     async def refresh_parts(self, parts: set[str]) -> None:
+        if "runs" in parts:
+            await self.reload_runs()
         if "sessions" in parts:
             await self.reload_sessions()
         if "changes" in parts:
@@ -373,6 +388,17 @@ class EvolveConsole(App[None]):
         if "status" in parts:
             self.status = await self.client.get("/v1/status")
             self.render_connection()
+
+    @work(exclusive=True, group="counts", exit_on_error=False)
+    async def poll_counts(self) -> None:
+        """The journal's exact counts (live events only estimate them); re-armed when done."""
+        try:
+            if self.engine_connected:
+                self.counts = (await self.client.get("/v1/runs", limit=0)).get("counts") or self.counts
+                with contextlib.suppress(NoMatches):
+                    self.render_counts()
+        finally:
+            self.set_timer(self.poll_s, self.poll_counts, name="counts")
 
     def tick_clock(self) -> None:
         with contextlib.suppress(NoMatches):  # the console is closing
@@ -441,7 +467,12 @@ class EvolveConsole(App[None]):
     # ---- actions ----------------------------------------------------------------------------
 
     def action_show_tab(self, tab: str) -> None:
+        # Drop focus first: a focused widget in the pane being hidden would pull its tab back.
+        self.screen.set_focus(None)
         self.query_one(TabbedContent).active = tab
+        tables = self.query_one(f"TabPane#{tab}").query(DataTable)
+        if tables:
+            self.call_after_refresh(tables.first().focus)
 
     def selected_change(self) -> dict[str, Any] | None:
         if self.query_one(TabbedContent).active != "changes":

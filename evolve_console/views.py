@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections import deque
+from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any
 
@@ -17,7 +17,7 @@ from textual.widgets import Button, DataTable, Input, Label, ProgressBar, Static
 from .format import as_json, clock_time, countdown, date_time, duration, short
 from .widgets import Section
 
-MAX_ROWS = 2000
+MAX_ROWS = 1000  # rows a live table keeps (the journal keeps everything)
 
 
 def run_summary(run: dict[str, Any]) -> dict[str, Any]:
@@ -38,44 +38,61 @@ class KeyedTable(DataTable[Any]):
     following: reactive[bool] = reactive(True)
     unseen: reactive[int] = reactive(0)
 
-    def __init__(self, columns: Iterable[tuple[str, str]], *, id: str, newest_first: bool = False) -> None:
+    def __init__(self, columns: Iterable[tuple[str, str]], *, id: str) -> None:
         super().__init__(id=id, cursor_type="row", zebra_stripes=True)
         self._columns = list(columns)
-        self.keys: deque[str] = deque()
-        self.newest_first = newest_first
+        self.cells: OrderedDict[str, list[Any]] = OrderedDict()  # what the table shows, oldest first
 
     def on_mount(self) -> None:
         for key, label in self._columns:
             self.add_column(label, key=key)
 
     def upsert(self, rows: list[tuple[str, list[Any]]]) -> None:
-        """Add or update rows (oldest first); keeps at most MAX_ROWS."""
-        added = 0
-        for key, cells in rows:
-            if key in self.rows:
-                for (col, _), value in zip(self._columns, cells, strict=False):
-                    self.update_cell(key, col, value)
+        """Add or update rows (oldest first), keeping the newest MAX_ROWS.
+
+        Removing rows one by one from a DataTable costs time proportional to its size each, so the
+        table grows up to half again its cap and is then rebuilt once with the newest rows.
+        """
+        added: list[tuple[str, list[Any]]] = []
+        for key, cells in rows[-MAX_ROWS:]:
+            if key in self.cells:
+                self.cells[key] = cells
+                if key in self.rows:
+                    for (col, _), value in zip(self._columns, cells, strict=False):
+                        self.update_cell(key, col, value)
                 continue
-            self.add_row(*cells, key=key)
-            self.keys.append(key)
-            added += 1
-            while len(self.keys) > MAX_ROWS:
-                self.remove_row(self.keys.popleft())
+            self.cells[key] = cells
+            added.append((key, cells))
         if not added:
             return
+        if len(self.cells) > MAX_ROWS + MAX_ROWS // 2:
+            self._rebuild()
+        else:
+            for key, cells in added:
+                self.add_row(*cells, key=key)
         if self.following:
             self.move_cursor(row=self.row_count - 1, animate=False)
         else:
-            self.unseen += added
+            self.unseen += len(added)
+
+    def _rebuild(self) -> None:
+        selected = self.selected_key()
+        while len(self.cells) > MAX_ROWS:
+            self.cells.popitem(last=False)
+        self.clear()
+        for key, cells in self.cells.items():
+            self.add_row(*cells, key=key)
+        if not self.following and selected is not None and selected in self.cells:
+            self.move_cursor(row=self.get_row_index(selected), animate=False)
 
     def replace_all(self, rows: list[tuple[str, list[Any]]]) -> None:
         self.clear()
-        self.keys.clear()
+        self.cells.clear()
         self.unseen = 0
+        self.following = True
         self.upsert(rows[-MAX_ROWS:])
         if self.row_count:
             self.move_cursor(row=self.row_count - 1, animate=False)
-        self.following = True
 
     def follow(self) -> None:
         self.following = True
@@ -124,11 +141,11 @@ class RunsView(Vertical):
             with VerticalScroll(id="run-detail", classes="detail"):
                 yield Static("select a run", id="run-head", markup=False)
                 yield Section("error", id="run-error")
-                yield Section("input (JSON on stdin)", id="run-input")
-                yield Section("stdout lines", id="run-stdout")
-                yield Section("log lines", id="run-logs")
                 yield Section("stderr", id="run-stderr")
                 yield Section("parsed result", id="run-result")
+                yield Section("stdout lines", id="run-stdout")
+                yield Section("log lines", id="run-logs")
+                yield Section("input (JSON on stdin)", id="run-input")
         yield Static("", id="runs-status", classes="status-line", markup=False)
 
     def filters(self) -> dict[str, Any]:
@@ -261,8 +278,8 @@ class SessionsView(Vertical):
         model = s.get("model") or {}
         system = s.get("system")
         return str(s["id"]), [
-            s["id"],
-            short(s.get("title"), 28),
+            short(s["id"], 18),
+            short(s.get("title"), 22),
             s.get("agent") or "-",
             f"{model.get('providerID')}/{model.get('modelID')}" if model else "-",
             f"{sum(len(x) for x in system):,} chars" if system else Text("opencode's", style="dim"),
@@ -417,8 +434,8 @@ class ChangesView(Vertical):
         return str(c["key"]), [
             clock_time(c.get("time")),
             Text(who, style=self.ORIGIN_STYLES.get(origin, "")),
-            short(c.get("subject"), 48),
-            short(", ".join(c.get("files") or []), 32),
+            short(c.get("subject"), 34),
+            short(", ".join(c.get("files") or []), 22),
             review_text,
         ]
 
