@@ -537,7 +537,7 @@ async def run_inprocess(engine: EngineProcess, args: argparse.Namespace) -> Resu
     app._display = display  # type: ignore[method-assign]
 
     def shown_counts() -> tuple[int, int, int] | None:
-        return parse_shown(str(app.query_one("#runs-status", Static).render()))
+        return parse_shown(str(app.query_one("#runs-status").render()))
 
     async with app.run_test(size=(140, 40)) as pilot:
         await asyncio.wait_for(app.first_load.wait(), 30)

@@ -24,9 +24,22 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 
 from . import __version__
 from .dispatch import STAGES
+from .records import Event
 from .runtime import Engine
 
 API_VERSION = 1
+BRIEF_RUN_KEYS = (
+    "id",
+    "started_at",
+    "stage",
+    "hook",
+    "session",
+    "dispatch_id",
+    "duration_ms",
+    "error",
+    "exit_code",
+    "signal",
+)
 log = logging.getLogger("evolve.server")
 Handler = Callable[[Request], Awaitable[Response]]
 
@@ -295,14 +308,22 @@ def build_app(engine: Engine, token: str) -> ASGIApp:
             since = int(raw_since) if raw_since is not None else -1  # -1: no backlog, live only
         except ValueError:
             raise ApiError(400, "query parameter 'since' must be an integer") from None
+        brief = request.query_params.get("brief") in ("1", "true", "yes")
         sub = engine.bus.subscribe()
         backlog = [e for e in engine.bus.recent if since >= 0 and e.seq > since]
+
+        def encode(e: Event) -> bytes:
+            data = e.to_dict()
+            if brief and e.kind == "hook_run":
+                # A watcher that fetches details on demand needs only the summary of each run.
+                data["data"] = {k: e.data.get(k) for k in BRIEF_RUN_KEYS}
+            return _sse(data)
 
         async def stream() -> AsyncIterator[bytes]:
             try:
                 yield b": evolve event stream\n\n"
                 for e in backlog:
-                    yield _sse(e.to_dict())
+                    yield encode(e)
                 last = backlog[-1].seq if backlog else since
                 while True:
                     try:
@@ -313,7 +334,7 @@ def build_app(engine: Engine, token: str) -> ASGIApp:
                     if e.seq <= last:
                         continue
                     last = e.seq
-                    yield _sse(e.to_dict())
+                    yield encode(e)
             finally:
                 sub.close()
 

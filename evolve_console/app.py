@@ -22,7 +22,7 @@ from textual.command import Hit, Hits, Provider
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import Button, DataTable, Footer, Input, Static, Switch, TabbedContent, TabPane
+from textual.widgets import Button, DataTable, Footer, Input, Switch, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
 from .client import EngineClient, EngineError, EngineGone, Target
@@ -37,9 +37,10 @@ from .views import (
     StagesView,
     run_summary,
 )
-from .widgets import ConfirmScreen, MoreScreen, ResultScreen, Section, StageScreen
+from .widgets import ConfirmScreen, Line, MoreScreen, ResultScreen, Section, StageScreen
 
 HISTORY_LIMIT = 500
+FLOOD = 100  # pending events per tick (a quarter second) above which repaints slow down
 
 
 class EngineStatus(Message):
@@ -149,6 +150,7 @@ class EvolveConsole(App[None]):
         self.counts: dict[str, int] = {}
         self.events_seen = Counter[str]()
         self._pending: list[dict[str, Any]] = []
+        self._ticks = 0
         self._dirty: set[str] = set()
         self.changes: dict[str, dict[str, Any]] = {}
         self.sessions: dict[str, dict[str, Any]] = {}
@@ -159,7 +161,7 @@ class EvolveConsole(App[None]):
     # ---- layout -----------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
-        yield Static("", id="connection", markup=False)
+        yield Line(id="connection")
         with TabbedContent(initial="runs", id="tabs"):
             with TabPane("Hook runs", id="runs"):
                 yield RunsView()
@@ -203,6 +205,10 @@ class EvolveConsole(App[None]):
                         self._dirty.add("runs")  # events were dropped on the way: reload from the journal
                     self.last_seq = seq
                     self._pending.append(event)
+                    if seq % 20 == 0:
+                        # Buffered events arrive without the loop ever waiting: let keys and
+                        # repaints in between.
+                        await asyncio.sleep(0)
                 raise EngineGone("the event stream ended")
             except (EngineGone, EngineError) as exc:
                 self.post_message(EngineStatus(False, f"{exc}; retrying"))
@@ -306,7 +312,7 @@ class EvolveConsole(App[None]):
         workspace = self.status.get("workspace") or self.target.workspace
         if workspace:
             text.append(f"  workspace {workspace}", style="dim")
-        self.query_one("#connection", Static).update(text)
+        self.query_one("#connection", Line).show(text)
 
     def render_counts(self) -> None:
         table = self.query_one("#runs-table", KeyedTable)
@@ -316,11 +322,16 @@ class EvolveConsole(App[None]):
         )
         if not table.following and table.unseen:
             text += f"  · +{table.unseen:,} new (g to follow)"
-        self.query_one("#runs-status", Static).update(text)
+        self.query_one("#runs-status", Line).show(text)
 
     # ---- applying events in batches ---------------------------------------------------------
 
     def apply_events(self) -> None:
+        # Under a flood, repaint the tables about once a second instead of four times: each
+        # repaint of a scrolled table costs real time, and the keyboard must stay responsive.
+        self._ticks += 1
+        if len(self._pending) > FLOOD and self._ticks % 4:
+            return
         with contextlib.suppress(NoMatches):  # the console is closing
             self._apply_events()
 
@@ -402,7 +413,7 @@ class EvolveConsole(App[None]):
 
     def tick_clock(self) -> None:
         with contextlib.suppress(NoMatches):  # the console is closing
-            if self.heartbeat:
+            if self.heartbeat and self.query_one(TabbedContent).active == "heartbeat":
                 self.query_one(HeartbeatView).show_status(self.heartbeat, self.clock())
             self.render_counts()
 
@@ -507,6 +518,8 @@ class EvolveConsole(App[None]):
     @on(TabbedContent.TabActivated)
     def tab_changed(self) -> None:
         self.refresh_bindings()
+        if self.heartbeat and self.query_one(TabbedContent).active == "heartbeat":
+            self.query_one(HeartbeatView).show_status(self.heartbeat, self.clock())
 
     @on(Button.Pressed, "#hb-fire")
     def action_fire_heartbeat(self) -> None:

@@ -75,9 +75,12 @@ class EngineClient:
     async def post(self, path: str, body: Any = None, timeout: float | None = None) -> Any:
         return await self.request("POST", path, json_body=body or {}, timeout=timeout)
 
-    async def events(self, since: int | None) -> AsyncIterator[dict[str, Any]]:
-        """Engine events as they happen; with `since`, first the recent ones after that sequence number."""
-        params = {"since": since} if since is not None else {}
+    async def events(self, since: int | None, brief: bool = True) -> AsyncIterator[dict[str, Any]]:
+        """Engine events as they happen; with `since`, first the recent ones after that sequence number.
+        `brief`: hook runs as summaries (the console fetches a run's details when it is selected)."""
+        params: dict[str, Any] = {"since": since} if since is not None else {}
+        if brief:
+            params["brief"] = 1
         try:
             async with self._http.stream(
                 "GET", "/v1/events", params=params, timeout=httpx.Timeout(30.0, read=60.0)

@@ -15,7 +15,7 @@ from textual.reactive import reactive
 from textual.widgets import Button, DataTable, Input, Label, ProgressBar, Static, Switch
 
 from .format import as_json, clock_time, countdown, date_time, duration, short
-from .widgets import Section
+from .widgets import Line, Section
 
 MAX_ROWS = 1000  # rows a live table keeps (the journal keeps everything)
 
@@ -146,7 +146,7 @@ class RunsView(Vertical):
                 yield Section("stdout lines", id="run-stdout")
                 yield Section("log lines", id="run-logs")
                 yield Section("input (JSON on stdin)", id="run-input")
-        yield Static("", id="runs-status", classes="status-line", markup=False)
+        yield Line(id="runs-status", classes="status-line")
 
     def filters(self) -> dict[str, Any]:
         values: dict[str, Any] = {}
@@ -222,7 +222,7 @@ class StagesView(Vertical):
                 yield Static("select a stage result", id="stage-head", markup=False)
                 yield Section("merged output", id="stage-merged")
                 yield Section("input context", id="stage-context")
-        yield Static("", id="stages-status", classes="status-line", markup=False)
+        yield Line(id="stages-status", classes="status-line")
 
     @staticmethod
     def row(d: dict[str, Any]) -> tuple[str, list[Any]]:
