@@ -510,7 +510,7 @@ def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Res
 
 
 async def run_inprocess(engine: EngineProcess, args: argparse.Namespace) -> Result:
-    from textual.widgets import Static, TabbedContent
+    from textual.widgets import TabbedContent
 
     from evolve_console.app import EvolveConsole
     from evolve_console.client import Target

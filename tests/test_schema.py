@@ -100,9 +100,7 @@ def test_missing_type_is_string() -> None:
 
 
 def test_enum_ignores_type_and_keeps_description() -> None:
-    assert param_schema(
-        "level", {"enum": ["a", "b"], "type": "object", "description": "d"}
-    ) == {
+    assert param_schema("level", {"enum": ["a", "b"], "type": "object", "description": "d"}) == {
         "type": "string",
         "enum": ["a", "b"],
         "description": "d",
@@ -110,9 +108,7 @@ def test_enum_ignores_type_and_keeps_description() -> None:
 
 
 def test_empty_enum_falls_back_to_type() -> None:
-    assert param_schema("p", {"enum": [], "type": "number"}) == with_desc(
-        {"type": "number"}
-    )
+    assert param_schema("p", {"enum": [], "type": "number"}) == with_desc({"type": "number"})
 
 
 def test_enum_list_is_copied() -> None:
@@ -122,16 +118,12 @@ def test_enum_list_is_copied() -> None:
     assert schema["enum"] == ["a"]
 
 
-@pytest.mark.parametrize(
-    "type_name", ["integer", "int", "dict", "float", "whatever", "any"]
-)
+@pytest.mark.parametrize("type_name", ["integer", "int", "dict", "float", "whatever", "any"])
 def test_unknown_base_types_are_any_json_value(type_name: str) -> None:
     assert param_schema("p", {"type": type_name}) == with_desc({})
 
 
-@pytest.mark.parametrize(
-    "type_name", ["list of strings", "", "string[", "array[]", " string"]
-)
+@pytest.mark.parametrize("type_name", ["list of strings", "", "string[", "array[]", " string"])
 def test_no_regex_match_is_string(type_name: str) -> None:
     assert param_schema("p", {"type": type_name}) == with_desc({"type": "string"})
 
@@ -152,9 +144,7 @@ def test_no_regex_match_is_string(type_name: str) -> None:
     ],
 )
 def test_array_of_t(type_name: str, items: dict[str, Any]) -> None:
-    assert param_schema("p", {"type": type_name}) == with_desc(
-        {"type": "array", "items": items}
-    )
+    assert param_schema("p", {"type": type_name}) == with_desc({"type": "array", "items": items})
 
 
 @pytest.mark.parametrize(
@@ -180,9 +170,7 @@ def test_object_record(type_name: str, values: dict[str, Any]) -> None:
     )
 
 
-@pytest.mark.parametrize(
-    "type_name", ["object[string]", "object[a, b, c]", "object[x]"]
-)
+@pytest.mark.parametrize("type_name", ["object[string]", "object[a, b, c]", "object[x]"])
 def test_object_with_other_inner_is_plain_object(type_name: str) -> None:
     assert param_schema("p", {"type": type_name}) == with_desc(RECORD_OF_ANY)
 
@@ -274,9 +262,7 @@ def test_malformed_specs_raise(parameters: Any, fragments: list[str]) -> None:
 
 
 def test_malformed_enum_message_exact() -> None:
-    with pytest.raises(
-        ToolSpecError, match=r'^parameter "level": enum must be a list of strings'
-    ):
+    with pytest.raises(ToolSpecError, match=r'^parameter "level": enum must be a list of strings'):
         param_schema("level", {"enum": "low"})
 
 
@@ -393,15 +379,11 @@ def test_type_errors() -> None:
     assert validate_args(SCHEMA, {"text": "t", "count": "x"}) == [
         'argument "count" must be of type number (got string "x")'
     ]
-    assert validate_args(SCHEMA, {"text": 5}) == [
-        'argument "text" must be of type string (got number 5)'
-    ]
+    assert validate_args(SCHEMA, {"text": 5}) == ['argument "text" must be of type string (got number 5)']
     assert validate_args(SCHEMA, {"text": "t", "count": True}) == [
         'argument "count" must be of type number (got boolean true)'
     ]
-    assert validate_args(SCHEMA, {"text": None}) == [
-        'argument "text" must be of type string (got null)'
-    ]
+    assert validate_args(SCHEMA, {"text": None}) == ['argument "text" must be of type string (got null)']
     assert validate_args(SCHEMA, {"text": "t", "flag": "yes"}) == [
         'argument "flag" must be of type boolean (got string "yes")'
     ]
@@ -439,9 +421,7 @@ def test_array_item_errors_sorted_numerically() -> None:
 
 
 def test_record_value_errors() -> None:
-    assert validate_args(
-        SCHEMA, {"text": "t", "meta": {"a": 1, "b": "two", "odd key": None}}
-    ) == [
+    assert validate_args(SCHEMA, {"text": "t", "meta": {"a": 1, "b": "two", "odd key": None}}) == [
         'argument "meta.b" must be of type number (got string "two")',
         "argument \"meta['odd key']\" must be of type number (got null)",
     ]
@@ -489,18 +469,14 @@ def test_errors_sorted_by_path() -> None:
 
 def test_long_values_are_truncated() -> None:
     (message,) = validate_args(SCHEMA, {"text": "t", "count": "x" * 500})
-    assert message.startswith(
-        'argument "count" must be of type number (got string "xxx'
-    )
+    assert message.startswith('argument "count" must be of type number (got string "xxx')
     assert message.endswith("…)")
     assert len(message) < 200
 
 
 def test_nested_generic_fallback() -> None:
     schema = {"type": "object", "properties": {"n": {"type": "number", "minimum": 1}}}
-    assert validate_args(schema, {"n": 0}) == [
-        'argument "n": 0 is less than the minimum of 1'
-    ]
+    assert validate_args(schema, {"n": 0}) == ['argument "n": 0 is less than the minimum of 1']
 
 
 # ---------------------------------------------------------------------------------------------
@@ -527,7 +503,5 @@ def test_nested_generic_fallback() -> None:
         ({"arg": 5}, {"file": "a.md"}, ["*"]),
     ],
 )
-def test_permission_patterns(
-    permission: object, args: dict[str, Any], expected: list[str]
-) -> None:
+def test_permission_patterns(permission: object, args: dict[str, Any], expected: list[str]) -> None:
     assert permission_patterns(permission, args) == expected
