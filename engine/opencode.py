@@ -73,9 +73,11 @@ class OpencodeClient:
             if timeout is not None:
                 kwargs["timeout"] = timeout
             resp = await self._http.request(method, path, **kwargs)
-        except httpx.HTTPError as exc:
+        except httpx.TransportError as exc:
             self.conn.last_error = f"{type(exc).__name__}: {exc}"
             raise OpencodeError(f"opencode unreachable at {self.conn.url}: {self.conn.last_error}") from exc
+        except httpx.HTTPError as exc:  # reached, but the answer was unusable: the connection stays
+            raise OpencodeError(f"opencode {method} {path}: bad answer: {type(exc).__name__}: {exc}") from exc
         if resp.status_code >= 400:
             detail = resp.text[:500]
             self.conn.last_error = f"HTTP {resp.status_code}: {detail}"

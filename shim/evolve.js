@@ -228,10 +228,18 @@ function Shim(input, options, forget) {
         const headers = new Headers(req.headers);
         headers.delete("host");
         headers.delete("authorization");
+        // Bun's fetch unzips a compressed answer but keeps its content-encoding header, which
+        // would make the engine unzip it again: ask for none, and drop any that comes anyway.
+        headers.delete("accept-encoding");
         if (!headers.has("x-opencode-directory")) headers.set("x-opencode-directory", directory);
         const init = { method: req.method, headers };
         if (req.method !== "GET" && req.method !== "HEAD") init.body = await req.arrayBuffer();
-        return cfg.fetch(new Request(new URL(url.pathname + url.search, cfg.baseUrl), init));
+        const resp = await cfg.fetch(new Request(new URL(url.pathname + url.search, cfg.baseUrl), init));
+        if (!resp.headers.has("content-encoding")) return resp;
+        const out = new Headers(resp.headers);
+        out.delete("content-encoding");
+        out.delete("content-length");
+        return new Response(resp.body, { status: resp.status, statusText: resp.statusText, headers: out });
       },
     });
     return { url: `http://127.0.0.1:${server.port}`, token, server };
