@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Runs the three engine benchmarks one after the other, printing their figures as they come,
+# Runs the engine benchmarks one after the other, printing their figures as they come,
 # then a summary of each one's final line. Figures only: nothing here fails on timing; the exit
 # status is non-zero only if a benchmark itself crashed.
 # Usage: bench/run_all.sh   (from anywhere; uses the project's .venv/bin/python)
@@ -12,7 +12,7 @@ python="$root/.venv/bin/python"
 logs="$(mktemp -d -t evolve-bench-logs-XXXXXX)"
 trap 'rm -rf "$logs"' EXIT
 status=0
-names=(dispatch_overhead discovery_scaling validation_history)
+names=(dispatch_overhead discovery_scaling validation_history opencode_overhead)
 for name in "${names[@]}"; do
     echo "=== $name ==="
     started=$SECONDS

@@ -57,6 +57,11 @@ class Registration:
     tools: list[HookTool] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)  # discover failure, tools skipped and why
     run_id: str | None = None
+    # Stages the hook says it handles (discover's optional `stages`); None: every stage.
+    stages: frozenset[str] | None = None
+
+    def handles(self, stage: str) -> bool:
+        return self.stages is None or stage in self.stages
 
 
 def _sort_key(name: str) -> bytes:
@@ -117,6 +122,11 @@ def registration_from(file: HookFile, result: dict[str, Any] | None, error: str 
         reg.test = test
     elif test is not None:
         reg.problems.append(f"discover: 'test' must be a file name in tests/, got {test!r}; no test")
+    stages = result.get("stages")
+    if isinstance(stages, list) and all(isinstance(x, str) for x in stages):
+        reg.stages = frozenset(stages)
+    elif stages is not None:
+        reg.problems.append(f"discover: 'stages' must be a list of stage names, got {stages!r}; every stage")
     tools = result.get("tools", [])
     if not isinstance(tools, list):
         reg.problems.append(f"discover: 'tools' must be a list, got {type(tools).__name__}; no tools")

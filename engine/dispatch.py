@@ -94,7 +94,7 @@ class Dispatcher:
     """Runs a stage across the hooks. `run_hook` executes one hook and records it (the engine's job)."""
 
     def __init__(
-        self, workspace: Workspace, hooks: Callable[[], Sequence[HookFile]], run_hook: RunHook
+        self, workspace: Workspace, hooks: Callable[[str], Sequence[HookFile]], run_hook: RunHook
     ) -> None:
         self.workspace = workspace
         self._hooks = hooks
@@ -116,7 +116,7 @@ class Dispatcher:
         prompts = self.workspace.read_prompts()
         payload = build_input(stage, prompts, context, history if session is not None else None)
         merged: dict[str, Any] = {}
-        for hook in list(self._hooks()):
+        for hook in list(self._hooks(stage)):
             run = await self._run_hook(hook, stage, payload, session, result.id)
             result.hooks.append(hook.name)
             result.runs.append(run.id)
@@ -139,7 +139,7 @@ class Dispatcher:
         parent.recovered = True
         payload = build_input("recover", prompts, {"error": error, "failed_hook": failed_stage}, None)
         merged: dict[str, Any] = {}
-        for hook in list(self._hooks()):
+        for hook in list(self._hooks("recover")):
             run = await self._run_hook(hook, "recover", payload, None, parent.id)
             parent.runs.append(run.id)
             if run.ok:

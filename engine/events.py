@@ -58,6 +58,11 @@ class EventBus:
             listener(event)
         return event
 
+    @property
+    def last_seq(self) -> int:
+        """The sequence number of the newest event published so far (0 before any)."""
+        return self.recent[-1].seq if self.recent else 0
+
     def subscribe(self, maxsize: int = 10_000) -> Subscription:
         sub = Subscription(self, maxsize)
         self._subscriptions.add(sub)

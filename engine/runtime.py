@@ -92,7 +92,7 @@ class Engine:
         self.hooks: list[HookFile] = []
         self.skipped: list[Skipped] = []
         self.registrations: dict[str, Registration] = {}  # by hook file name, in discovery order
-        self.dispatcher = Dispatcher(self.workspace, lambda: self.hooks, self._run_hook)
+        self.dispatcher = Dispatcher(self.workspace, self.hooks_for, self._run_hook)
         self.write_lock = WorkspaceLock(self.workspace.state_dir / "write.lock")
         self._inflight = 0
         self._settle_task: asyncio.Task[None] | None = None
@@ -349,6 +349,16 @@ class Engine:
             return hook_name(self, safe_path(self.workspace.hooks_dir, hook, "hooks"))
         except PathRefused:
             return hook  # refused later by the tool itself; the pattern is what was asked
+
+    def hooks_for(self, stage: str) -> list[HookFile]:
+        """The hooks to run for `stage`, in discovery order: all, except those whose discover
+        declared the stages they handle and left this one out (no process start for nothing)."""
+        out = []
+        for hook in self.hooks:
+            reg = self.registrations.get(hook.name)
+            if reg is None or reg.handles(stage):
+                out.append(hook)
+        return out
 
     def registration_for(self, hook: str) -> Registration | None:
         """The registration of the hook whose content is hooks/<hook> (also through a symbolic link)."""

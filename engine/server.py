@@ -160,6 +160,7 @@ def build_app(engine: Engine, token: str) -> ASGIApp:
                 "api": API_VERSION,
                 "workspace": str(engine.workspace.root),
                 "pid": os.getpid(),
+                "seq": engine.bus.last_seq,  # subscribe to /v1/events?since=<this> to miss nothing
             }
         )
 
@@ -229,7 +230,15 @@ def build_app(engine: Engine, token: str) -> ASGIApp:
             _opt_str(data, "shim_version"),
         )
         engine.on_opencode_connected()
-        return JSONResponse({"id": conn.id, "config": engine.config.to_dict()})
+        from .bridge import OWN_CALL_PREFIXES
+
+        return JSONResponse(
+            {
+                "id": conn.id,
+                "config": engine.config.to_dict(),
+                "own_call_prefixes": list(OWN_CALL_PREFIXES.values()),
+            }
+        )
 
     @add("/v1/opencode/disconnect", "POST")
     async def disconnect(request: Request) -> Response:
@@ -248,7 +257,10 @@ def build_app(engine: Engine, token: str) -> ASGIApp:
         if not isinstance(current, list):
             raise ApiError(400, "'system' must be a list of strings")
         result, reason = await engine.bridge.system(session, [str(s) for s in current])
-        return JSONResponse({"system": result, "reason": reason})
+        # A frozen prompt never changes, so the shim may keep it and stop asking for that session;
+        # not the heartbeat session's, which each tick seeds anew.
+        cacheable = result is not None and session != engine.state.read().get("heartbeat_session")
+        return JSONResponse({"system": result, "reason": reason, "cacheable": cacheable})
 
     @add("/v1/opencode/chat-message", "POST")
     async def chat_message(request: Request) -> Response:
@@ -325,12 +337,20 @@ def build_app(engine: Engine, token: str) -> ASGIApp:
                 for e in backlog:
                     yield encode(e)
                 last = backlog[-1].seq if backlog else since
+                stopping = asyncio.ensure_future(engine.shutdown_requested.wait())
                 while True:
-                    try:
-                        e = await asyncio.wait_for(sub.get(), 15.0)
-                    except TimeoutError:
+                    getting = asyncio.ensure_future(sub.get())
+                    done, _ = await asyncio.wait(
+                        {getting, stopping}, timeout=15.0, return_when=asyncio.FIRST_COMPLETED
+                    )
+                    if stopping in done:  # the engine is stopping: end the stream now
+                        getting.cancel()
+                        return
+                    if getting not in done:
+                        getting.cancel()
                         yield b": keep-alive\n\n"
                         continue
+                    e = getting.result()
                     if e.seq <= last:
                         continue
                     last = e.seq

@@ -96,7 +96,12 @@ async def serve(root: Path, host: str = "127.0.0.1", port: int = 0, ready: Any =
     lock_fd = acquire_lock(ws)
     engine = Engine(root)
     token = secrets.token_urlsafe(32)
-    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM)
+    # IPPROTO_TCP explicitly: asyncio turns TCP_NODELAY on only for sockets that say so, and
+    # without it every response body waits ~40 ms for the client's delayed ACK.
+    sock = socket.socket(
+        socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP
+    )
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind((host, port))
     sock.listen(128)

@@ -12,6 +12,7 @@ import contextlib
 import time
 from collections import Counter
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, ClassVar
 
 from rich.text import Text
@@ -25,7 +26,7 @@ from textual.reactive import reactive
 from textual.widgets import Button, DataTable, Footer, Input, Switch, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
-from .client import EngineClient, EngineError, EngineGone, Target
+from .client import EngineClient, EngineError, EngineGone, Target, read_announcement
 from .format import as_json, clock_time, short
 from .views import (
     MAX_ROWS,
@@ -92,7 +93,7 @@ def _runner(app: App[Any], action: str) -> Callable[[], Any]:
 
 
 class EvolveConsole(App[None]):
-    CSS_PATH = "console.tcss"
+    CSS_PATH = str(Path(__file__).with_name("console.tcss"))  # also for subclasses elsewhere
     TITLE = "evolve"
     COMMANDS = App.COMMANDS | {EvolveCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -196,10 +197,14 @@ class EvolveConsole(App[None]):
                 if health.get("pid") != self.engine_pid:
                     # A new engine process numbers its events from 1 again.
                     self.engine_pid, self.last_seq = health.get("pid"), None
+                if self.last_seq is None:
+                    # Events from here on are replayed after the history is loaded, so a run
+                    # recorded in between is in one or the other (rows are keyed: no duplicates).
+                    self.last_seq = int(health.get("seq") or 0)
                 await self.load_all()
                 self.post_message(EngineStatus(True, f"{self.target.url} · pid {health.get('pid')}"))
                 delay = 0.5
-                async for event in self.client.events(self.last_seq if self.last_seq is not None else -1):
+                async for event in self.client.events(self.last_seq):
                     seq = int(event.get("seq") or 0)
                     if self.last_seq is not None and seq > self.last_seq + 1:
                         self._dirty.add("runs")  # events were dropped on the way: reload from the journal
@@ -214,6 +219,15 @@ class EvolveConsole(App[None]):
                 self.post_message(EngineStatus(False, f"{exc}; retrying"))
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
+                await self.rediscover()
+
+    async def rediscover(self) -> None:
+        """A restarted engine has a new address or token: read its announcement again."""
+        found = read_announcement(self.target.workspace) if self.target.workspace else None
+        if found is not None and found != self.target:
+            await self.client.aclose()
+            self.target = found
+            self.client = EngineClient(found)
 
     async def load_all(self) -> None:
         """Everything from the journal and git, so history survives console and engine restarts."""
@@ -637,8 +651,9 @@ class EvolveConsole(App[None]):
         switch.value = not switch.value
 
     def action_focus_filter(self) -> None:
-        self.action_show_tab("runs")
-        self.query_one("#filter-stage", Input).focus()
+        self.screen.set_focus(None)
+        self.query_one(TabbedContent).active = "runs"
+        self.call_after_refresh(self.query_one("#filter-stage", Input).focus)
 
     def action_more(self) -> None:
         tab = self.query_one(TabbedContent).active

@@ -7,6 +7,7 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -27,6 +28,15 @@ class Target:
     url: str
     token: str
     workspace: str | None = None
+
+
+def read_announcement(workspace: str) -> Target | None:
+    """The engine announced in `<workspace>/state/engine.json` (address and token), if any."""
+    try:
+        data = json.loads((Path(workspace) / "state" / "engine.json").read_text(encoding="utf-8"))
+        return Target(str(data["url"]), str(data["token"]), workspace)
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 class EngineClient:

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from typing import Any
 
 PREVIEW_LIMIT = 64 * 1024  # characters of one field shown inline; the rest behind "see more"
-MORE_LIMIT = 2 * 1024 * 1024  # characters shown by "see more"
+MORE_LIMIT = 1024 * 1024  # characters shown by "see more"
 
 Clock = Callable[[], float]
 

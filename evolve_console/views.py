@@ -17,6 +17,27 @@ from textual.widgets import Button, DataTable, Input, Label, ProgressBar, Static
 from .format import as_json, clock_time, countdown, date_time, duration, short
 from .widgets import Line, Section
 
+# Column widths by column key (the same key means the same kind of content in every table).
+WIDTHS = {
+    "time": 8,
+    "stage": 17,
+    "hook": 14,
+    "session": 18,
+    "duration": 8,
+    "status": 6,
+    "hooks": 5,
+    "failed": 10,
+    "recover": 9,
+    "title": 20,
+    "agent": 8,
+    "model": 18,
+    "prompt": 12,
+    "notes": 5,
+    "origin": 12,
+    "change": 26,
+    "files": 14,
+    "review": 12,
+}
 MAX_ROWS = 1000  # rows a live table keeps (the journal keeps everything)
 
 
@@ -44,8 +65,10 @@ class KeyedTable(DataTable[Any]):
         self.cells: OrderedDict[str, list[Any]] = OrderedDict()  # what the table shows, oldest first
 
     def on_mount(self) -> None:
+        # Fixed widths: Textual sizes automatic columns only when idle, and rows drawn before
+        # that would stay cut to the header's width.
         for key, label in self._columns:
-            self.add_column(label, key=key)
+            self.add_column(label, key=key, width=WIDTHS.get(key, 12))
 
     def upsert(self, rows: list[tuple[str, list[Any]]]) -> None:
         """Add or update rows (oldest first), keeping the newest MAX_ROWS.

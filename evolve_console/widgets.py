@@ -134,6 +134,14 @@ class ConfirmScreen(ModalScreen[bool]):
         self.dismiss(False)
 
 
+def hard_wrap(text: str, width: int = 1000) -> str:
+    """Long lines cut into pieces: a TextArea with one huge line freezes the screen."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        out.extend(line[i : i + width] for i in range(0, max(len(line), 1), width))
+    return "\n".join(out)
+
+
 class MoreScreen(ModalScreen[None]):
     """A long value in full (up to a bound), scrollable."""
 
@@ -152,7 +160,7 @@ class MoreScreen(ModalScreen[None]):
             if rest:
                 label += f" (first {len(shown):,} shown; the whole record is in the engine's journal)"
             yield Label(label)
-            yield TextArea(clean(shown), read_only=True, soft_wrap=True, id="more-text")
+            yield TextArea(hard_wrap(clean(shown)), read_only=True, soft_wrap=False, id="more-text")
             yield Button("Close", id="close")
 
     @on(Button.Pressed, "#close")

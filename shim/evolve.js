@@ -51,6 +51,8 @@ function Shim(input, options, forget) {
   const handledMessages = new Set();
   const idleSessions = new Set();
   const toolSpecs = new Map();
+  const frozenSystems = new Map(); // session id -> the system prompt the engine froze for it
+  let ownCallPrefixes = [];
 
   // ---- logging ----------------------------------------------------------------------------------
 
@@ -157,6 +159,7 @@ function Shim(input, options, forget) {
       shim_version: SHIM_VERSION,
     });
     connectionId = resp.id;
+    ownCallPrefixes = Array.isArray(resp.own_call_prefixes) ? resp.own_call_prefixes : [];
     engineDown = false;
   }
 
@@ -368,10 +371,21 @@ function Shim(input, options, forget) {
 
     "experimental.chat.system.transform": async (i, o) => {
       if (!i?.sessionID || !Array.isArray(o?.system)) return;
-      const resp = await call("/v1/opencode/system", { session: i.sessionID, system: o.system, history: takeHistory(i.sessionID) });
-      if (resp && Array.isArray(resp.system) && resp.system.length) {
+      // opencode's own calls (title, compaction) keep its prompt; the engine decides, but a
+      // prompt it froze for a session is reused here without asking on every LLM request.
+      const first = typeof o.system[0] === "string" ? o.system[0] : "";
+      const own = ownCallPrefixes.some((p) => first.startsWith(p));
+      let system = own ? undefined : frozenSystems.get(i.sessionID);
+      if (!system) {
+        const resp = await call("/v1/opencode/system", { session: i.sessionID, system: o.system, history: takeHistory(i.sessionID) });
+        if (resp && Array.isArray(resp.system) && resp.system.length) {
+          system = resp.system;
+          if (resp.cacheable && !own) frozenSystems.set(i.sessionID, system);
+        }
+      }
+      if (system) {
         o.system.length = 0;
-        o.system.push(...resp.system);
+        o.system.push(...system);
       }
     },
 

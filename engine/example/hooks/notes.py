@@ -290,8 +290,22 @@ TOOL_HANDLERS = {"add": tool_add, "list": tool_list, "forget": tool_forget, "sta
 # ---------------------------------------------------------------- stages
 
 
+# The stages this hook answers. Optional: without it every stage runs the hook; with it, the
+# engine starts no process for the others (here tool_before and tool_after, on every tool call).
+HANDLED_STAGES = [
+    "mutate_request",
+    "observe_message",
+    "idle",
+    "heartbeat",
+    "compacting",
+    "format_notification",
+    "recover",
+    "execute_tool",
+]
+
+
 def stage_discover(ws: Path, data: dict[str, Any]) -> list[dict[str, Any]]:
-    return [{"name": NAME}, {"test": TEST}, {"tools": TOOLS}]
+    return [{"name": NAME}, {"test": TEST}, {"tools": TOOLS}, {"stages": HANDLED_STAGES}]
 
 
 def stage_mutate_request(ws: Path, data: dict[str, Any]) -> list[dict[str, Any]]:

@@ -1,0 +1,1211 @@
+#!/usr/bin/env python3
+"""What the evolve plugin adds to real opencode: per tool call, to the first LLM request, per run.
+
+Real opencode 1.18.33 (installed by scripts/install_opencode.sh into .cache/), one isolated HOME, and
+the mock LLM of the end-to-end tests (tests/e2e/mock_llm.py), as tests/e2e/README.md describes. Two
+projects with the same opencode.json, one with the evolve plugin (`python -m engine shim install`,
+the example workspace from `evolve init`) and one without it. Every run is
+`opencode run --format json --title bench <words>`; `--title` spares opencode's title LLM call.
+
+Run kinds, each repetition runs all of them, in an order that rotates every repetition:
+
+* **tools**: the mock answers with one `read` call of a 5-line file per step, `--calls` (10) steps,
+  then a text answer; with and without the plugin.
+* **simple**: one text answer; with and without the plugin.
+* **hook**: `--hook-calls` (5) `notes_list` calls (a hook tool of the example workspace), one per
+  step, then a text answer; with the plugin only, for information.
+
+Both projects also load a timing probe: two tiny plugins written by this script, one listed before
+evolve's entry and one after it (PROBE_JS below). They time each evolve hook on opencode's path and
+each HTTP request the shim sends to the engine. End-to-end differences on a busy 2-core machine
+spread by seconds (one `opencode run` costs ~6 s of CPU in opencode); the probe shows where the
+plugin's own milliseconds go.
+
+Measured:
+
+1. Per tool call: opencode's own tool part time (`state.time.end - start` of each tool part in the
+   run's `--format json` output), the step cycle (the mock receiving main request k to k+1), and
+   wall time: (tools - plain tools) / calls, and the difference of differences
+   ((tools - simple) with the plugin - (tools - simple) without) / calls, which cancels the per-run
+   costs. From the probe: the time each evolve hook adds on opencode's path, added up per tool call.
+   For `notes_list`: the tool part time next to the engine's own duration of the call and of the
+   `execute_tool` hook run (engine journal) and the shim's two requests (permission, call).
+2. First LLM request: from opencode's start, and from the user message's creation (`info.time.created`,
+   read afterwards through `opencode serve --pure` on the same HOME), to the mock receiving the first
+   main request; with minus without the plugin, compared with the `mutate_request` hook run's own
+   duration (engine journal): "added beyond the hook's own run time"; precisely from the probe: the
+   first system transform minus the hook run, split into engine, HTTP, and shim/opencode.
+3. `opencode run` wall time with and without the plugin: medians over the repetitions, with a warm
+   engine (started before the repetitions and kept running, as the shim leaves it), plus the very
+   first run with the plugin, which starts the engine.
+4. HTTP round trips from Python to the warm engine (idle, and right after /v1/opencode/tool-after), and
+   to a reference Starlette/uvicorn server with its listening socket created as engine/service.py
+   creates it (proto 0: no TCP_NODELAY on accepted connections) and with IPPROTO_TCP.
+   `--engine-nodelay` runs the whole bench with the engine's sockets created with IPPROTO_TCP.
+
+Also printed: the CPU time of opencode (its rusage) and of the engine with its hook processes
+(/proc/<pid>/stat) per run, and the hook runs the engine made per run, by stage. Between runs the
+bench waits (untimed) until the engine reports itself idle (`/v1/status` busy = false), so that one
+run's background work does not land in the next.
+
+Prints figures only; never asserts on timing. Takes ~4-5 minutes on 2 cores with the defaults.
+
+Run: .venv/bin/python bench/opencode_overhead.py [--repeat 5] [--calls 10] [--hook-calls 5] [--keep]
+     [--no-probe] [--engine-nodelay] [--keep-shims]
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # for tests/e2e/mock_llm.py (tests/ is not an installed package)
+
+from engine.journal import Journal  # noqa: E402
+from tests.e2e.mock_llm import MockLLM, Reply  # noqa: E402
+
+OPENCODE_VERSION = "1.18.33"
+TARGET_MS = 5.0
+RUN_TIMEOUT = 180.0
+WORDS = ("read", "the", "file")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+# `--engine-nodelay`: the engine started by the shim through this instead of `python -m engine`. It
+# creates TCP sockets with proto=IPPROTO_TCP instead of 0, which is all it takes for asyncio to set
+# TCP_NODELAY on the connections the engine accepts (asyncio.base_events._set_nodelay checks
+# sock.proto); engine/service.py creates its listening socket with proto 0. Everything else is the
+# unchanged engine.
+NODELAY_ENGINE = """import socket, sys
+
+
+class TCPSocket(socket.socket):
+    def __init__(self, family=-1, type=-1, proto=-1, fileno=None):
+        inet = family in (socket.AF_INET, socket.AF_INET6)
+        if fileno is None and inet and type == socket.SOCK_STREAM and proto in (-1, 0):
+            proto = socket.IPPROTO_TCP
+        super().__init__(family, type, proto, fileno)
+
+
+socket.socket = TCPSocket
+from engine.cli import main
+
+sys.exit(main())
+"""
+
+# A timing probe, loaded as two opencode plugins around evolve's: `probe_a.js` before it and
+# `probe_b.js` after it in the project's plugin list (the plain project gets the same two, with
+# nothing in between). opencode runs a hook of every plugin one after the other and awaits each
+# (Plugin.trigger), with the same input/output objects, so the time from probe a's hook to probe b's
+# is what the evolve hook between them kept opencode waiting. Event hooks are called in a plain loop
+# without awaiting (each gets its own {event} object, so they are paired by event id): there the
+# interval is the synchronous part of the evolve hook. Probe a also wraps fetch() to time the shim's
+# HTTP requests to the engine (until the response headers). Records are kept in memory and written
+# to <dir>/probe-<pid>.jsonl when opencode disposes the plugins (or exits).
+PROBE_JS = r"""// Timing probe written by bench/opencode_overhead.py; not part of evolve.
+import { appendFileSync } from "node:fs";
+
+const PHASE = "@PHASE@";
+const HOOKS = [
+  "chat.message",
+  "experimental.chat.messages.transform",
+  "experimental.chat.system.transform",
+  "experimental.session.compacting",
+  "tool.execute.before",
+  "tool.execute.after",
+  "tool.definition",
+];
+
+function state(options) {
+  const g = (globalThis.__evolveBenchProbe ??= { open: new WeakMap(), events: new Map(), records: [] });
+  if (!g.file && options?.dir) {
+    g.file = `${options.dir}/probe-${process.pid}.jsonl`;
+    g.skip = options.skip || "";
+    process.on("exit", () => flush(g));
+  }
+  return g;
+}
+
+function flush(g) {
+  if (!g.file || !g.records.length) return;
+  try {
+    appendFileSync(g.file, g.records.map((r) => JSON.stringify(r)).join("\n") + "\n");
+  } catch {}
+  g.records.length = 0;
+}
+
+function detail(name, input) {
+  return { s: input?.sessionID, c: input?.callID, k: input?.tool || input?.toolID };
+}
+
+export default async function probe(input, options) {
+  const g = state(options);
+  const hooks = {};
+  if (PHASE === "a" && !g.fetchWrapped) {
+    g.fetchWrapped = true;
+    const original = globalThis.fetch;
+    const wrapped = async function (resource, init) {
+      const url = typeof resource === "string" ? resource : resource?.url || String(resource);
+      if (!url.includes("/v1/") || (g.skip && url.startsWith(g.skip))) return original.call(this, resource, init);
+      const t = performance.now();
+      const resp = await original.call(this, resource, init);
+      const d = performance.now() - t;
+      const n = typeof init?.body === "string" ? init.body.length : 0;
+      g.records.push({ h: "fetch", k: new URL(url).pathname, d, n, at: Date.now() });
+      return resp;
+    };
+    globalThis.fetch = Object.assign(wrapped, original);
+  }
+  for (const name of HOOKS) {
+    hooks[name] =
+      PHASE === "a"
+        ? async (_i, o) => {
+            g.open.set(o, performance.now());
+          }
+        : async (i, o) => {
+            const t = performance.now();
+            const start = g.open.get(o);
+            if (start !== undefined) g.records.push({ h: name, d: t - start, at: Date.now(), ...detail(name, i) });
+          };
+  }
+  hooks.event =
+    PHASE === "a"
+      ? async ({ event }) => {
+          g.events.set(event?.id, performance.now());
+        }
+      : async ({ event }) => {
+          const t = performance.now();
+          const start = g.events.get(event?.id);
+          g.events.delete(event?.id);
+          if (start !== undefined) g.records.push({ h: "event", k: event?.type, d: t - start, at: Date.now() });
+        };
+  if (PHASE === "b") hooks.dispose = async () => flush(g);
+  return hooks;
+}
+"""
+
+
+# ---- small helpers ------------------------------------------------------------------------------
+
+
+def med(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+def spread(values: list[float]) -> str:
+    if not values:
+        return "n=0"
+    return f"min {min(values):.1f}, max {max(values):.1f}, n={len(values)}"
+
+
+def drop_shims(env: dict[str, str]) -> dict[str, str]:
+    """PATH without pyenv/asdf shim directories: hooks are `#!/usr/bin/env python3`, and a shim
+    costs ~200 ms per start. Both sides (with and without the plugin) get the same PATH."""
+    parts = env.get("PATH", "").split(os.pathsep)
+    env["PATH"] = os.pathsep.join(p for p in parts if not p.rstrip("/").endswith("/shims"))
+    return env
+
+
+def clean_env(keep_shims: bool) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCODE_", "EVOLVE_"))}
+    return env if keep_shims else drop_shims(env)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    with contextlib.suppress(OSError):
+        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
+            return False
+    return True
+
+
+def proc_cpu_ms(pid: int) -> tuple[float, float]:
+    """(own CPU, CPU of reaped children) of a process in ms, from /proc/<pid>/stat."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return float("nan"), float("nan")
+    # fields[0] is field 3 (state): utime, stime, cutime, cstime are fields 14-17.
+    utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
+    return (utime + stime) * 1000 / CLK_TCK, (cutime + cstime) * 1000 / CLK_TCK
+
+
+def opencode_binary() -> Path:
+    proc = subprocess.run(
+        [str(REPO / "scripts" / "install_opencode.sh")],
+        capture_output=True,
+        text=True,
+        timeout=900,
+        env={**os.environ, "OPENCODE_VERSION": OPENCODE_VERSION},
+    )
+    if proc.returncode != 0:
+        raise RuntimeError(f"scripts/install_opencode.sh failed:\n{proc.stdout}\n{proc.stderr}")
+    return Path(proc.stdout.strip().splitlines()[-1])
+
+
+def plugin_deps_ready(config_dir: Path) -> bool:
+    try:
+        manifest = json.loads((config_dir / "node_modules/@opencode-ai/plugin/package.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return bool(manifest.get("version") == OPENCODE_VERSION and (config_dir / "package-lock.json").is_file())
+
+
+def make_home(base: Path) -> Path:
+    """An isolated HOME; opencode's one-time install of @opencode-ai/plugin is copied from the seed
+    the end-to-end tests keep in .cache/ when there is one (else opencode installs it, from npm)."""
+    home = base / "home"
+    for sub in (".config", ".local/share", ".cache", ".local/state"):
+        (home / sub).mkdir(parents=True, exist_ok=True)
+    seed = REPO / ".cache" / f"opencode-{OPENCODE_VERSION}" / "config-seed"
+    if plugin_deps_ready(seed):
+        shutil.copytree(seed, home / ".config" / "opencode", symlinks=True)
+    else:
+        print(f"(no {seed}: opencode installs @opencode-ai/plugin on its first run, from npm)")
+    return home
+
+
+def opencode_env(base_env: dict[str, str], home: Path, cwd: Path) -> dict[str, str]:
+    env = dict(base_env)
+    env.update(
+        HOME=str(home),
+        XDG_CONFIG_HOME=str(home / ".config"),
+        XDG_DATA_HOME=str(home / ".local/share"),
+        XDG_CACHE_HOME=str(home / ".cache"),
+        XDG_STATE_HOME=str(home / ".local/state"),
+        PWD=str(cwd),  # opencode takes its project directory from $PWD
+    )
+    return env
+
+
+# ---- projects and runs --------------------------------------------------------------------------
+
+
+@dataclass
+class Project:
+    name: str  # "plain" or "evolve"
+    dir: Path
+    env: dict[str, str]
+    ws: Path | None = None
+
+    @property
+    def small_file(self) -> Path:
+        return self.dir / "small.txt"
+
+    def engine_announcement(self) -> dict[str, Any] | None:
+        if self.ws is None:
+            return None
+        try:
+            data: dict[str, Any] = json.loads((self.ws / "state" / "engine.json").read_text())
+            return data
+        except (OSError, ValueError):
+            return None
+
+
+@dataclass
+class Run:
+    project: str
+    kind: str  # tools, simple, hook, cold, warmup
+    rep: int
+    wall_ms: float = 0.0
+    t0: float = 0.0  # epoch seconds at spawn
+    t_exit: float = 0.0  # epoch seconds at exit
+    session: str = ""
+    tool_parts: list[dict[str, Any]] = field(default_factory=list)
+    main_at: list[float] = field(default_factory=list)  # epoch seconds the mock received each main request
+    cpu_opencode_ms: float = 0.0
+    cpu_engine_ms: float = float("nan")  # engine process itself
+    cpu_engine_children_ms: float = float("nan")  # its hooks, git, ... (reaped children)
+    user_created: float | None = None  # epoch seconds (from opencode serve afterwards)
+    probe: list[dict[str, Any]] = field(default_factory=list)  # records of the timing probe plugins
+
+    def probed(self, hook: str, key: str | None = None) -> list[float]:
+        return [float(r["d"]) for r in self.probe if r["h"] == hook and (key is None or r.get("k") == key)]
+
+    @property
+    def part_ms(self) -> list[float]:
+        return [float(p["state"]["time"]["end"] - p["state"]["time"]["start"]) for p in self.tool_parts]
+
+    @property
+    def first_from_start_ms(self) -> float:
+        return (self.main_at[0] - self.t0) * 1000
+
+    @property
+    def first_from_user_ms(self) -> float:
+        if self.user_created is None:
+            return float("nan")
+        return self.main_at[0] * 1000 - self.user_created * 1000
+
+    @property
+    def step_gaps_ms(self) -> list[float]:
+        return [(b - a) * 1000 for a, b in zip(self.main_at, self.main_at[1:], strict=False)]
+
+    @property
+    def tail_ms(self) -> float:
+        return (self.t_exit - self.main_at[-1]) * 1000
+
+
+class Bench:
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.base = Path(tempfile.mkdtemp(prefix="evolve-bench-opencode-"))
+        self.bin = opencode_binary()
+        self.home = make_home(self.base)
+        self.mock = MockLLM()
+        self.env = clean_env(args.keep_shims)
+        self.python = sys.executable
+        self.probe_dir = self.base / "probe"
+        self.probe_dir.mkdir()
+        for phase in ("a", "b"):
+            (self.probe_dir / f"probe_{phase}.js").write_text(PROBE_JS.replace("@PHASE@", phase))
+        self.plain = self.make_project("plain", plugin=False)
+        self.evolve = self.make_project("evolve", plugin=True)
+
+    # ---- setup ------------------------------------------------------------------------------------
+
+    def evolve_cli(self, *words: str) -> str:
+        proc = subprocess.run(
+            [self.python, "-m", "engine", *words],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            cwd=REPO,
+            env=self.env,
+        )
+        if proc.returncode != 0:
+            raise RuntimeError(
+                f"evolve {' '.join(words)}: exit {proc.returncode}\n{proc.stdout}\n{proc.stderr}"
+            )
+        return proc.stdout
+
+    def make_project(self, name: str, plugin: bool) -> Project:
+        root = self.base / name
+        proj = root / "proj"
+        proj.mkdir(parents=True)
+        subprocess.run(["git", "init", "-q", str(proj)], check=True)
+        (proj / "small.txt").write_text("".join(f"line {i}\n" for i in range(1, 6)))
+        config = {
+            "$schema": "https://opencode.ai/config.json",
+            "provider": {
+                "mock": {
+                    "name": "Mock",
+                    "options": {"apiKey": "test", "baseURL": self.mock.url},
+                    "models": {"mock": {"name": "Mock"}},
+                }
+            },
+            "model": "mock/mock",
+            "small_model": "mock/mock",
+        }
+        (proj / "opencode.json").write_text(json.dumps(config, indent=2))
+        ws = None
+        if plugin:
+            ws = root / "ws"
+            self.evolve_cli("init", str(ws))
+            self.evolve_cli(
+                "shim",
+                "install",
+                "--workspace",
+                str(ws),
+                "--project",
+                str(proj),
+                "--command",
+                f"{self.python} -m engine",
+            )
+        return Project(name, proj, opencode_env(self.env, self.home, proj), ws)
+
+    def same_config(self) -> None:
+        """The plain project gets the evolve project's opencode.json minus evolve's plugin entry (shim
+        install may also add the heartbeat agent), so the two differ only in that plugin. Both get
+        the timing probe around it (unless --no-probe)."""
+        data = json.loads((self.evolve.dir / "opencode.json").read_text())
+        (entry,) = data.pop("plugin")
+        if self.args.engine_nodelay:
+            entry[1]["command"] = [self.python, "-c", NODELAY_ENGINE]
+        probes: list[Any] = []
+        if not self.args.no_probe:
+            options = {"dir": str(self.probe_dir), "skip": self.mock.url.rsplit("/v1", 1)[0]}
+            probes = [[(self.probe_dir / f"probe_{p}.js").as_uri(), options] for p in ("a", "b")]
+        (self.plain.dir / "opencode.json").write_text(json.dumps({**data, "plugin": probes}, indent=2))
+        evolve = [*probes[:1], entry, *probes[1:]]
+        (self.evolve.dir / "opencode.json").write_text(json.dumps({**data, "plugin": evolve}, indent=2))
+
+    # ---- one opencode run -------------------------------------------------------------------------
+
+    def script_for(self, kind: str, project: Project) -> list[Reply]:
+        if kind == "tools":
+            call = ("read", {"filePath": str(project.small_file)})
+            return [Reply(tool_calls=[call]) for _ in range(self.args.calls)] + [Reply(text="done")]
+        if kind == "hook":
+            return [Reply(tool_calls=[("notes_list", {})]) for _ in range(self.args.hook_calls)] + [
+                Reply(text="done")
+            ]
+        return [Reply(text="done")]
+
+    def engine_pid(self) -> int | None:
+        found = self.evolve.engine_announcement()
+        return int(found["pid"]) if found and pid_alive(int(found["pid"])) else None
+
+    def run(self, project: Project, kind: str, rep: int, pure: bool = False) -> Run:
+        script = self.script_for("simple" if kind in ("cold", "warmup") else kind, project)
+        self.mock.script(*script)
+        seen = len(self.mock.requests)
+        pid = self.engine_pid() if project.ws is not None else None
+        cpu_before = proc_cpu_ms(pid) if pid else (float("nan"), float("nan"))
+        argv = [
+            str(self.bin),
+            "run",
+            *(["--pure"] if pure else []),
+            "--format",
+            "json",
+            "--title",
+            "bench",
+            *WORDS,
+        ]
+        out_path = self.base / "run.out"
+        err_path = self.base / "run.err"
+        with out_path.open("wb") as out, err_path.open("wb") as err:
+            t0 = time.time()
+            p0 = time.perf_counter()
+            proc = subprocess.Popen(
+                argv, cwd=project.dir, env=project.env, stdin=subprocess.DEVNULL, stdout=out, stderr=err
+            )
+            timer = threading.Timer(RUN_TIMEOUT, proc.kill)
+            timer.start()
+            try:
+                _, status, usage = os.wait4(proc.pid, 0)
+            finally:
+                timer.cancel()
+            p1 = time.perf_counter()
+            t_exit = time.time()
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        stdout = out_path.read_text(errors="replace")
+        stderr = err_path.read_text(errors="replace")
+        run = Run(project.name + ("-pure" if pure else ""), kind, rep, (p1 - p0) * 1000, t0, t_exit)
+        run.cpu_opencode_ms = (usage.ru_utime + usage.ru_stime) * 1000
+        with self.mock._lock:
+            mains = [r for r in self.mock.requests[seen:] if r.kind == "main"]
+            leftover = len(self.mock._script)
+            self.mock._script.clear()
+        run.main_at = [r.at for r in mains]
+        probe_file = self.probe_dir / f"probe-{proc.pid}.jsonl"
+        if probe_file.is_file():
+            run.probe = [json.loads(line) for line in probe_file.read_text().splitlines() if line.strip()]
+        for line in stdout.splitlines():
+            with contextlib.suppress(ValueError):
+                event = json.loads(line)
+                run.session = run.session or str(event.get("sessionID") or "")
+                if event.get("type") == "tool_use":
+                    run.tool_parts.append(event["part"])
+        expected_calls = len(script) - 1
+        problems = []
+        if proc.returncode != 0:
+            problems.append(f"exit {proc.returncode}")
+        if leftover or len(mains) != len(script):
+            problems.append(f"{len(mains)} main requests for {len(script)} scripted replies")
+        done = [p for p in run.tool_parts if p.get("state", {}).get("status") == "completed"]
+        if len(done) != expected_calls or len(run.tool_parts) != expected_calls:
+            problems.append(
+                f"{len(done)} completed tool parts of {len(run.tool_parts)}, expected {expected_calls}"
+            )
+        errors = [
+            p["state"].get("output", "") for p in done if "tool error" in str(p["state"].get("output", ""))
+        ]
+        if errors:
+            problems.append(f"tool errors: {errors[:2]}")
+        if problems:
+            raise RuntimeError(
+                f"opencode run ({project.name}, {kind}) went wrong: {'; '.join(problems)}\n"
+                f"--- stdout (tail) ---\n{stdout[-3000:]}\n--- stderr (tail) ---\n{stderr[-3000:]}"
+            )
+        if project.ws is not None and not pure:
+            self.settle_engine()
+            pid = pid or self.engine_pid()
+            if pid:
+                after = proc_cpu_ms(pid)
+                run.cpu_engine_ms = after[0] - cpu_before[0]
+                run.cpu_engine_children_ms = after[1] - cpu_before[1]
+        return run
+
+    def settle_engine(self, timeout: float = 30.0) -> None:
+        """Untimed: wait until the engine says it is idle (its background dispatches of tool_before /
+        tool_after and its commit check after each dispatch), twice in a row 50 ms apart."""
+        found = self.evolve.engine_announcement()
+        if not found:
+            return
+        headers = {"authorization": f"Bearer {found['token']}"}
+        deadline = time.monotonic() + timeout
+        idle_in_a_row = 0
+        while idle_in_a_row < 2 and time.monotonic() < deadline:
+            try:
+                busy = httpx.get(found["url"] + "/v1/status", headers=headers, timeout=5).json().get("busy")
+            except (httpx.HTTPError, ValueError):
+                return
+            idle_in_a_row = 0 if busy else idle_in_a_row + 1
+            time.sleep(0.05)
+
+    # ---- afterwards: user message times and the engine journal --------------------------------------
+
+    def fill_user_times(self, project: Project, runs: list[Run]) -> None:
+        """`info.time.created` of each session's user message, through `opencode serve --pure`."""
+        port = free_port()
+        log = self.base / f"serve-{project.name}.log"
+        with log.open("wb") as out:
+            proc = subprocess.Popen(
+                [str(self.bin), "serve", "--pure", "--port", str(port), "--hostname", "127.0.0.1"],
+                cwd=project.dir,
+                env=project.env,
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        url = f"http://127.0.0.1:{port}"
+        try:
+            deadline = time.monotonic() + 60
+            while True:
+                if proc.poll() is not None:
+                    raise RuntimeError(f"opencode serve exited {proc.returncode}: {log.read_text()[-2000:]}")
+                with contextlib.suppress(httpx.HTTPError, ValueError):
+                    if httpx.get(f"{url}/global/health", timeout=2).json().get("healthy") is True:
+                        break
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"opencode serve did not get healthy: {log.read_text()[-2000:]}")
+                time.sleep(0.2)
+            with httpx.Client(
+                base_url=url, headers={"x-opencode-directory": str(project.dir)}, timeout=30
+            ) as http:
+                for run in runs:
+                    resp = http.get(f"/session/{run.session}/message")
+                    resp.raise_for_status()
+                    users = [m["info"] for m in resp.json() if m.get("info", {}).get("role") == "user"]
+                    if users:
+                        run.user_created = float(users[0]["time"]["created"]) / 1000
+        finally:
+            proc.terminate()
+            try:
+                proc.wait(10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(10)
+
+    def journal_figures(self, runs: list[Run]) -> dict[str, dict[str, Any]]:
+        """Per evolve session: mutate_request run and dispatch durations, hook runs by stage, and the
+        notes_list tool calls (engine-side duration) with their execute_tool hook runs."""
+        assert self.evolve.ws is not None
+        journal = Journal(self.evolve.ws / "state" / "journal.sqlite3")
+        out: dict[str, dict[str, Any]] = {}
+        try:
+            deadline = time.monotonic() + 20
+            for run in runs:
+                while True:
+                    runs_ = journal.runs(session=run.session, limit=10_000)
+                    mutate = [r for r in runs_ if r.stage == "mutate_request"]
+                    if mutate or time.monotonic() > deadline:
+                        break
+                    time.sleep(0.1)
+                dispatches = journal.dispatches(stage="mutate_request", session=run.session)
+                calls = journal.tool_calls(tool="notes_list", session=run.session, limit=10_000)
+                out[run.session] = {
+                    "mutate_run_ms": [r.duration_ms for r in mutate],
+                    "mutate_dispatch_ms": [d.duration_ms for d in dispatches],
+                    "stages": Counter(r.stage for r in runs_),
+                    "stage_ms": {
+                        s: sum(r.duration_ms for r in runs_ if r.stage == s) for s in {r.stage for r in runs_}
+                    },
+                    "tool_call_ms": [c.duration_ms for c in calls],
+                    "execute_tool_ms": [r.duration_ms for r in runs_ if r.stage == "execute_tool"],
+                }
+        finally:
+            journal.close()
+        return out
+
+    def api_roundtrips(self, n: int = 40, n_busy: int = 15) -> dict[str, list[float]]:
+        """The engine's HTTP handlers timed from Python (httpx, keep-alive), warm engine, no opencode:
+        /v1/opencode/system for a session whose prompt is already frozen (no hook runs), a hook tool's
+        permission check; then the same system request sent right after /v1/opencode/tool-after, as
+        in a step of a real session (the engine has just started a tool_after dispatch: a hook
+        process and, after it, its commit check). A session of its own, so the runs' figures stay
+        apart."""
+        found = self.evolve.engine_announcement()
+        if not found:
+            return {}
+        session = "ses_benchreplay"
+        system = {"session": session, "system": ["You are opencode."]}
+        calls = {
+            "GET /v1/health": ("GET", "/v1/health", None),
+            "POST /v1/opencode/system (frozen)": ("POST", "/v1/opencode/system", system),
+            "POST /v1/tools/notes_list/permission": ("POST", "/v1/tools/notes_list/permission", {"args": {}}),
+        }
+        out: dict[str, list[float]] = {name: [] for name in calls}
+        busy = "POST /v1/opencode/system (frozen), right after /tool-after"
+        out[busy] = []
+        headers = {"authorization": f"Bearer {found['token']}", "x-evolve-api": "1"}
+        with httpx.Client(base_url=found["url"], headers=headers, timeout=30) as http:
+            http.post("/v1/opencode/system", json=system).raise_for_status()  # mutate_request, freeze
+            self.settle_engine()
+            for _ in range(3):
+                http.get("/v1/health")
+            for _ in range(n):
+                for name, (method, path, body) in calls.items():
+                    t = time.perf_counter()
+                    resp = http.request(method, path, json=body)
+                    out[name].append((time.perf_counter() - t) * 1000)
+                    resp.raise_for_status()
+            for i in range(n_busy):
+                self.settle_engine()
+                after = {
+                    "session": session,
+                    "tool": "read",
+                    "call_id": f"replay_{i}",
+                    "title": "t",
+                    "output": "o",
+                }
+                http.post("/v1/opencode/tool-after", json=after).raise_for_status()
+                t = time.perf_counter()
+                http.post("/v1/opencode/system", json=system).raise_for_status()
+                out[busy].append((time.perf_counter() - t) * 1000)
+            self.settle_engine()
+        return out
+
+    def stop_engine(self) -> None:
+        if self.evolve.ws is None:
+            return
+        pids = set()
+        found = self.evolve.engine_announcement()
+        if found:
+            pids.add(int(found["pid"]))
+        with contextlib.suppress(Exception):
+            subprocess.run(
+                [self.python, "-m", "engine", "stop", "--workspace", str(self.evolve.ws)],
+                capture_output=True,
+                timeout=20,
+                cwd=REPO,
+                env=self.env,
+            )
+        deadline = time.monotonic() + 5
+        while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for pid in pids:
+            if pid_alive(pid):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def close(self) -> None:
+        self.stop_engine()
+        self.mock.close()
+        if self.args.keep:
+            print(f"(kept {self.base})")
+        else:
+            shutil.rmtree(self.base, ignore_errors=True)
+
+
+def reference_roundtrips(n: int = 30) -> dict[str, list[float]]:
+    """A minimal Starlette app served by uvicorn in a thread of this process, the way engine/service.py
+    serves the engine (its own listening socket handed to uvicorn), timed with the same httpx client:
+    once with the socket created as service.py creates it (proto 0: asyncio then leaves TCP_NODELAY
+    off on accepted connections, and uvicorn's separate write of the response body waits for the
+    client's delayed ACK), once created with IPPROTO_TCP (asyncio sets TCP_NODELAY)."""
+    import asyncio
+
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    async def health(request: Any) -> JSONResponse:
+        return JSONResponse({"ok": True})
+
+    out: dict[str, list[float]] = {}
+    for label, proto in (
+        ("proto 0, as engine/service.py", 0),
+        ("IPPROTO_TCP (TCP_NODELAY)", socket.IPPROTO_TCP),
+    ):
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(("127.0.0.1", 0))
+        sock.listen(128)
+        sock.setblocking(False)
+        port = sock.getsockname()[1]
+        app = Starlette(routes=[Route("/v1/health", health)])
+        server = uvicorn.Server(uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off"))
+        thread = threading.Thread(target=asyncio.run, args=(server.serve(sockets=[sock]),), daemon=True)
+        thread.start()
+        try:
+            times: list[float] = []
+            with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=10) as http:
+                deadline = time.monotonic() + 10
+                while True:
+                    try:
+                        http.get("/v1/health")
+                        break
+                    except httpx.HTTPError:
+                        if time.monotonic() > deadline:
+                            raise
+                        time.sleep(0.05)
+                for _ in range(n):
+                    t = time.perf_counter()
+                    http.get("/v1/health").raise_for_status()
+                    times.append((time.perf_counter() - t) * 1000)
+            out[f"reference server, listening socket {label}"] = times
+        finally:
+            server.should_exit = True
+            thread.join(10)
+            sock.close()
+    return out
+
+
+# ---- the measurement --------------------------------------------------------------------------------
+
+
+def paired(a: list[Run], b: list[Run], fn: Any) -> list[float]:
+    """fn(a_i) - fn(b_i) for the runs of the same repetition."""
+    by_rep = {r.rep: r for r in b}
+    return [fn(r) - fn(by_rep[r.rep]) for r in a if r.rep in by_rep]
+
+
+SYSTEM = "experimental.chat.system.transform"
+MESSAGES = "experimental.chat.messages.transform"
+
+
+def definition_batches(run: Run) -> list[float]:
+    """opencode resolves every tool's definition for each LLM request, all concurrently (each through
+    every plugin's tool.definition hook): the records of one request are consecutive, and the longest
+    interval among them is about the whole batch's span."""
+    spans: list[float] = []
+    current: list[float] = []
+    for rec in run.probe:
+        if rec["h"] in ("event", "fetch"):
+            continue
+        if rec["h"] == "tool.definition":
+            current.append(float(rec["d"]))
+        elif current:
+            spans.append(max(current))
+            current = []
+    if current:
+        spans.append(max(current))
+    return spans
+
+
+def fetched(runs: list[Run], path: str, skip_first: bool = False) -> tuple[list[float], list[float]]:
+    """(durations until response headers, request body sizes) of the shim's requests to `path`."""
+    ds: list[float] = []
+    ns: list[float] = []
+    for run in runs:
+        recs = [r for r in run.probe if r["h"] == "fetch" and r.get("k") == path]
+        for rec in recs[1 if skip_first else 0 :]:
+            ds.append(float(rec["d"]))
+            ns.append(float(rec.get("n") or 0))
+    return ds, ns
+
+
+def probe_section(runs: list[Run], journal: dict[str, dict[str, Any]], calls: int) -> tuple[float, float]:
+    """Prints what the probe plugins saw; returns (plugin time per tool call step, first-request time
+    beyond the mutate_request hook run), both with minus without, in ms."""
+
+    def of(project: str, kind: str) -> list[Run]:
+        return [r for r in runs if r.project == project and r.kind == kind]
+
+    pt, et = of("plain", "tools"), of("evolve", "tools")
+    ps, es = of("plain", "simple"), of("evolve", "simple")
+
+    def hook(group: list[Run], name: str, first: bool | None = None) -> list[float]:
+        out: list[float] = []
+        for run in group:
+            values = run.probed(name)
+            out.extend(values[:1] if first else values[1:] if first is False else values)
+        return out
+
+    def events(group: list[Run]) -> list[float]:
+        """Per request: for each event type, the median synchronous time per event times the events
+        of that type per request (medians, so that a preempted or garbage-collecting moment on a
+        busy machine does not count as the hook's)."""
+        types = {x.get("k") for r in group for x in r.probe if x["h"] == "event"}
+        total = 0.0
+        for kind in types:
+            per_event = med([d for r in group for d in r.probed("event", kind)])
+            per_request = med([len(r.probed("event", kind)) / max(len(r.main_at), 1) for r in group])
+            total += per_event * per_request
+        return [total]
+
+    print("\n   Probe (plugins around evolve's, see the docstring): plugin time on opencode's path, medians")
+    rows = [
+        ("tool.execute.before (per call)", hook(pt, "tool.execute.before"), hook(et, "tool.execute.before")),
+        ("tool.execute.after (per call)", hook(pt, "tool.execute.after"), hook(et, "tool.execute.after")),
+        (f"{SYSTEM}, later requests (frozen prompt)", hook(pt, SYSTEM, False), hook(et, SYSTEM, False)),
+        (f"{MESSAGES} (per request)", hook(pt, MESSAGES), hook(et, MESSAGES)),
+        (
+            "tool definitions, whole batch per request",
+            [x for r in pt for x in definition_batches(r)],
+            [x for r in et for x in definition_batches(r)],
+        ),
+        ("event hooks, synchronous part, per request", events(pt), events(et)),
+    ]
+    added = 0.0
+    for label, without, with_ in rows:
+        diff = med(with_) - med(without)
+        added += diff
+        print(f"     {label:<58} without {med(without):6.2f}  with {med(with_):7.2f}  added {diff:+7.2f} ms")
+
+    def definitions(r: Run) -> float:
+        return sum(1 for x in r.probe if x["h"] == "tool.definition") / max(len(r.main_at), 1)
+
+    ndefs = [definitions(r) for r in et]
+    ndefs_plain = [definitions(r) for r in pt]
+    print(
+        f"     -> plugin time per tool call (one call per step: the rows above added up): {added:+.2f} ms "
+        f"(tool definitions per request: {med(ndefs_plain):.0f} without, {med(ndefs):.0f} with the plugin)"
+    )
+    sys_d, sys_n = fetched(et, "/v1/opencode/system", skip_first=True)
+    _, before_n = fetched(et, "/v1/opencode/tool-before")
+    print(
+        f"     the frozen-prompt system transform is one awaited HTTP request: /v1/opencode/system "
+        f"{med(sys_d):.2f} ms until response headers (body {med(sys_n) / 1000:.1f} kB: the session's history "
+        f"rides along); tool.execute.before sends /v1/opencode/tool-before without awaiting it (body "
+        f"{med(before_n) / 1000:.1f} kB), the synchronous part is building that request"
+    )
+
+    # The first request of a session.
+    first_p = hook(ps + pt, SYSTEM, True)
+    evolve_first = es + et
+    first_e = {r.session: (r.probed(SYSTEM) or [float("nan")])[0] for r in evolve_first}
+    fetch_first = {
+        r.session: next(
+            (float(x["d"]) for x in r.probe if x["h"] == "fetch" and x.get("k") == "/v1/opencode/system"),
+            float("nan"),
+        )
+        for r in evolve_first
+    }
+    run_ms = {r.session: med(journal.get(r.session, {}).get("mutate_run_ms", [])) for r in evolve_first}
+    disp_ms = {r.session: med(journal.get(r.session, {}).get("mutate_dispatch_ms", [])) for r in evolve_first}
+    base = med(first_p)
+    beyond = [first_e[s] - run_ms[s] - base for s in first_e]
+    shim_side = [first_e[s] - fetch_first[s] for s in first_e]
+    http_side = [fetch_first[s] - disp_ms[s] for s in first_e]
+    engine_side = [disp_ms[s] - run_ms[s] for s in first_e]
+    print(
+        f"   Probe, first request: {SYSTEM} {med(list(first_e.values())):.1f} ms with the plugin "
+        f"({base:.2f} ms without); mutate_request hook run {med(list(run_ms.values())):.1f} ms"
+    )
+    print(
+        f"     beyond the hook's own run time: median {med(beyond):+.1f} ms ({spread(beyond)}), of which: "
+        f"engine dispatch beyond the run {med(engine_side):.1f} ms, HTTP + handler (request until headers "
+        f"minus dispatch) {med(http_side):.1f} ms, shim and opencode around the request (JSON, reading the "
+        f"response, waiting for opencode's event loop) {med(shim_side):.1f} ms"
+    )
+    first_rows = [
+        ("chat.message", hook(ps + pt, "chat.message"), hook(es + et, "chat.message")),
+        (MESSAGES, hook(ps + pt, MESSAGES, True), hook(es + et, MESSAGES, True)),
+        (
+            "tool definitions, batch of the first request",
+            [definition_batches(r)[0] for r in ps + pt if definition_batches(r)],
+            [definition_batches(r)[0] for r in es + et if definition_batches(r)],
+        ),
+    ]
+    listed = "; ".join(f"{label} {med(b) - med(a):+.2f} ms" for label, a, b in first_rows)
+    print(f"     other plugin time before the first request (added): {listed}")
+    return added, med(beyond)
+
+
+def fetch_table(runs: list[Run]) -> None:
+    """Every request the shim made, as opencode saw it (until response headers)."""
+    by_kind: dict[str, list[Run]] = {}
+    for r in runs:
+        if r.project == "evolve":
+            by_kind.setdefault(r.kind, []).append(r)
+    paths = sorted({x["k"] for r in runs for x in r.probe if x["h"] == "fetch"})
+    if not paths:
+        return
+    print(
+        "\n   The shim's HTTP requests to the engine, as opencode's fetch() saw them (until response headers):"
+    )
+    print(f"     {'request':<36} {'per run (tools/simple/hook)':>28} {'median':>8} {'max':>8} {'body':>8}")
+    for path in paths:
+        counts = "/".join(
+            f"{med([sum(1 for x in r.probe if x['h'] == 'fetch' and x.get('k') == path) for r in by_kind.get(k, [])]):g}"
+            for k in ("tools", "simple", "hook")
+        )
+        ds, ns = fetched([r for r in runs if r.project == "evolve"], path)
+        print(f"     {path:<36} {counts:>28} {med(ds):7.1f}  {max(ds):7.1f}  {med(ns) / 1000:6.1f}kB")
+    print(
+        "     (only /v1/opencode/system, /v1/tools/*/permission and /v1/tools/*/call are awaited by opencode; "
+        "the others are sent without waiting, and their times include every moment opencode's event loop "
+        "was busy elsewhere before it read the response)"
+    )
+
+
+def report(
+    bench: Bench, runs: list[Run], cold: Run, journal: dict[str, dict[str, Any]], api: dict[str, list[float]]
+) -> str:
+    args = bench.args
+    probing = not args.no_probe
+
+    def of(project: str, kind: str) -> list[Run]:
+        return [r for r in runs if r.project == project and r.kind == kind]
+
+    pt, et = of("plain", "tools"), of("evolve", "tools")
+    ps, es = of("plain", "simple"), of("evolve", "simple")
+    hooks = of("evolve", "hook")
+
+    # 1. per tool call
+    print(f"\n1. Per tool call: `read` of a 5-line file, {args.calls} calls per run, one per step")
+    all_p = [m for r in pt for m in r.part_ms]
+    all_e = [m for r in et for m in r.part_ms]
+    part_diff = paired(et, pt, lambda r: med(r.part_ms))
+    print(
+        f"   tool part time (opencode's state.time end - start), median of all calls: "
+        f"without {med(all_p):.1f} ms, with {med(all_e):.1f} ms (difference {med(all_e) - med(all_p):+.1f} ms)"
+    )
+    print(
+        f"     paired per repetition (median of the run's calls, with - without): median {med(part_diff):+.1f} ms "
+        f"({spread(part_diff)})"
+    )
+    gaps_p = [g for r in pt for g in r.step_gaps_ms]
+    gaps_e = [g for r in et for g in r.step_gaps_ms]
+    gap_diff = paired(et, pt, lambda r: med(r.step_gaps_ms))
+    print(
+        f"   step cycle (mock receives main request k -> k+1: answer streamed, tool run, next request "
+        f"built and sent), median: without {med(gaps_p):.1f} ms, with {med(gaps_e):.1f} ms; paired "
+        f"difference median {med(gap_diff):+.1f} ms ({spread(gap_diff)})"
+    )
+    naive = paired(et, pt, lambda r: r.wall_ms / args.calls)
+    plain_tools = {r.rep: r.wall_ms for r in pt}
+    evolve_tools = {r.rep: r.wall_ms for r in et}
+    plain_simple = {r.rep: r.wall_ms for r in ps}
+    dd = [
+        ((evolve_tools[s.rep] - s.wall_ms) - (plain_tools[s.rep] - plain_simple[s.rep])) / args.calls
+        for s in es
+        if s.rep in evolve_tools and s.rep in plain_tools and s.rep in plain_simple
+    ]
+    print(
+        f"   wall time: (tools run with - without) / {args.calls}: median {med(naive):+.1f} ms "
+        f"({spread(naive)}); this includes the per-run costs (plugin start, first request, exit)"
+    )
+    print(
+        f"   wall time without the per-run costs: ((tools - simple) with - (tools - simple) without) / "
+        f"{args.calls}: median {med(dd):+.1f} ms ({spread(dd)})"
+    )
+    probe_call, probe_first = float("nan"), float("nan")
+    if probing:
+        probe_call, probe_first = probe_section(runs, journal, args.calls)
+    hook_parts = [m for r in hooks for m in r.part_ms]
+    tool_call_ms = [m for r in hooks for m in journal.get(r.session, {}).get("tool_call_ms", [])]
+    exec_ms = [m for r in hooks for m in journal.get(r.session, {}).get("execute_tool_ms", [])]
+    print(
+        f"   hook tool call notes_list ({args.hook_calls} per run, for information): tool part median "
+        f"{med(hook_parts):.1f} ms ({spread(hook_parts)}); the engine's call_tool (journal) "
+        f"{med(tool_call_ms):.1f} ms, of which the execute_tool hook run {med(exec_ms):.1f} ms"
+    )
+    if probing:
+        perm_d, _ = fetched(hooks, "/v1/tools/notes_list/permission")
+        call_d, _ = fetched(hooks, "/v1/tools/notes_list/call")
+        before = [x for r in hooks for x in r.probed("tool.execute.before")]
+        after = [x for r in hooks for x in r.probed("tool.execute.after")]
+        print(
+            f"     inside that part time: permission request {med(perm_d):.1f} ms, call request "
+            f"{med(call_d):.1f} ms (call_tool {med(tool_call_ms):.1f} ms of it), tool.execute.before "
+            f"{med(before):.1f} ms, after {med(after):.1f} ms; the rest ({med(hook_parts) - med(perm_d) - med(call_d) - med(before) - med(after):.1f} ms) "
+            f"is reading both responses' bodies, opencode's permission check (ctx.ask) and the shim's and opencode's own work between them"
+        )
+    for label, group in (("tools", et), ("simple", es), ("hook", hooks)):
+        stages: Counter[str] = Counter()
+        stage_ms: Counter[str] = Counter()
+        for r in group:
+            found = journal.get(r.session, {})
+            stages.update(found.get("stages", {}))
+            stage_ms.update(found.get("stage_ms", {}))
+        n = max(len(group), 1)
+        listed = ", ".join(f"{s} {stages[s] / n:g} ({stage_ms[s] / n:.0f} ms)" for s in sorted(stages))
+        print(f"   hook runs per {label} run with the plugin (count, summed run time): {listed}")
+    for label, a, b in (("tools", pt, et), ("simple", ps, es)):
+        print(
+            f"   CPU per {label} run: opencode without {med([r.cpu_opencode_ms for r in a]):.0f} ms, "
+            f"with {med([r.cpu_opencode_ms for r in b]):.0f} ms; engine {med([r.cpu_engine_ms for r in b]):.0f} ms "
+            f"+ its hooks and git {med([r.cpu_engine_children_ms for r in b]):.0f} ms"
+        )
+
+    # 2. first LLM request
+    print("\n2. First LLM request of a session (warm engine: started before the repetitions, not counted)")
+    for label, a, b in (("simple", ps, es), ("tools", pt, et)):
+        start_d = paired(b, a, lambda r: r.first_from_start_ms)
+        user_d = paired(b, a, lambda r: r.first_from_user_ms)
+        print(
+            f"   {label} runs: from opencode's start: without {med([r.first_from_start_ms for r in a]):.0f} ms, "
+            f"with {med([r.first_from_start_ms for r in b]):.0f} ms, paired difference {med(start_d):+.0f} ms "
+            f"({spread(start_d)})"
+        )
+        print(
+            f"     from the user message's creation: without {med([r.first_from_user_ms for r in a]):.1f} ms, "
+            f"with {med([r.first_from_user_ms for r in b]):.1f} ms, paired difference {med(user_d):+.1f} ms "
+            f"({spread(user_d)})"
+        )
+    evolve_first = es + et
+    run_ms = {r.session: med(journal.get(r.session, {}).get("mutate_run_ms", [])) for r in evolve_first}
+    disp_ms = {r.session: med(journal.get(r.session, {}).get("mutate_dispatch_ms", [])) for r in evolve_first}
+    print(
+        f"   mutate_request (journal): hook run {med(list(run_ms.values())):.1f} ms "
+        f"({spread(list(run_ms.values()))}), whole dispatch {med(list(disp_ms.values())):.1f} ms"
+    )
+    beyond: list[float] = []
+    for a, b in ((ps, es), (pt, et)):
+        by_rep = {r.rep: r for r in a}
+        for r in b:
+            if r.rep in by_rep:
+                delta = r.first_from_user_ms - by_rep[r.rep].first_from_user_ms
+                beyond.append(delta - run_ms[r.session])
+    print(
+        f"   end to end, added beyond the hook's own run time (paired difference from the user message "
+        f"minus that run's mutate_request hook run): median {med(beyond):+.1f} ms ({spread(beyond)})"
+    )
+    if probing:
+        print(f"   probe (precise, see 1.): {probe_first:+.1f} ms beyond the hook's own run time")
+
+    # 3. wall time
+    print("\n3. `opencode run` wall time (warm engine), median")
+    for label, a, b in (("simple", ps, es), ("tools", pt, et)):
+        d = paired(b, a, lambda r: r.wall_ms)
+        print(
+            f"   {label}: without {med([r.wall_ms for r in a]):.0f} ms, with {med([r.wall_ms for r in b]):.0f} ms, "
+            f"paired difference {med(d):+.0f} ms ({spread(d)})"
+        )
+    for label, group in (("without", ps), ("with", es)):
+        print(
+            f"   simple run {label} the plugin: start -> first request {med([r.first_from_start_ms for r in group]):.0f} ms, "
+            f"last request -> exit {med([r.tail_ms for r in group]):.0f} ms"
+        )
+    tail_d = paired(es, ps, lambda r: r.tail_ms)
+    print(
+        f"   last request -> exit, paired difference: median {med(tail_d):+.0f} ms ({spread(tail_d)}); with the "
+        f"plugin opencode's dispose waits for the shim's requests still in flight (observe_message and idle)"
+    )
+    warm = med([r.wall_ms for r in es])
+    print(
+        f"   first run with the plugin, which starts the engine: {cold.wall_ms:.0f} ms "
+        f"({cold.wall_ms - warm:+.0f} ms against the warm median with the plugin); its first request came "
+        f"{cold.first_from_start_ms:.0f} ms after opencode's start"
+    )
+    if probing:
+        fetch_table([*runs, cold])
+    if api:
+        print(
+            "\n4. HTTP round trips from Python (httpx, keep-alive, no opencode): the warm engine's handlers, "
+            "and a reference Starlette/uvicorn server"
+        )
+        for name, values in api.items():
+            print(f"   {name:<66} median {med(values):6.2f} ms ({spread(values)})")
+
+    verdict_call = "meets" if probe_call < TARGET_MS else "MISSES"
+    verdict_first = "meets" if probe_first < TARGET_MS else "MISSES"
+    if not probing:
+        verdict_call = "meets" if med(part_diff) < TARGET_MS else "MISSES"
+        verdict_first = "meets" if med(beyond) < TARGET_MS else "MISSES"
+    engine = " (engine with TCP_NODELAY)" if args.engine_nodelay else ""
+    return (
+        f"opencode overhead{engine}: per read call {probe_call:+.1f} ms of plugin time on opencode's path "
+        f"({verdict_call} target < {TARGET_MS:g} ms; end to end: tool part {med(part_diff):+.1f} ms, wall "
+        f"{med(dd):+.1f} ms); first request {probe_first:+.1f} ms beyond mutate_request's own run "
+        f"({verdict_first} target < {TARGET_MS:g} ms; end to end {med(beyond):+.0f} ms); run wall "
+        f"{med(paired(es, ps, lambda r: r.wall_ms)):+.0f} ms warm, {cold.wall_ms - warm:+.0f} ms more when it "
+        f"starts the engine"
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--repeat", type=int, default=5, help="repetitions of every run kind (default 5)")
+    parser.add_argument("--calls", type=int, default=10, help="read calls per tools run (default 10)")
+    parser.add_argument("--hook-calls", type=int, default=5, help="notes_list calls per hook run (default 5)")
+    parser.add_argument("--keep", action="store_true", help="keep the temporary projects, HOME and workspace")
+    parser.add_argument(
+        "--no-probe", action="store_true", help="without the timing probe plugins (end-to-end figures only)"
+    )
+    parser.add_argument(
+        "--engine-nodelay",
+        action="store_true",
+        help="start the engine with its TCP sockets created with IPPROTO_TCP, so that asyncio sets "
+        "TCP_NODELAY on its connections (what engine/service.py would do with that fix)",
+    )
+    parser.add_argument(
+        "--keep-shims", action="store_true", help="leave pyenv/asdf shims on PATH (slow python3 starts)"
+    )
+    args = parser.parse_args()
+    started = time.perf_counter()
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    bench = Bench(args)
+    final = ""
+    try:
+        bench.same_config()
+        print(
+            f"opencode {OPENCODE_VERSION} ({bench.bin}); {cores} cores; load average at start "
+            f"{os.getloadavg()[0]:.2f}; {args.repeat} repetitions; hooks' python3: "
+            f"{shutil.which('python3', path=bench.env['PATH'])}"
+        )
+        # Warm-up, untimed: opencode's first start in this HOME and in each project directory
+        # (database, snapshot repository); the evolve project with --pure, so no engine starts yet.
+        bench.run(bench.plain, "warmup", -1)
+        bench.run(bench.evolve, "warmup", -1, pure=True)
+        cold = bench.run(bench.evolve, "cold", -1)
+        print(f"setup done in {time.perf_counter() - started:.0f} s; engine pid {bench.engine_pid()}")
+        kinds = [
+            (bench.plain, "tools"),
+            (bench.evolve, "tools"),
+            (bench.plain, "simple"),
+            (bench.evolve, "simple"),
+            (bench.evolve, "hook"),
+        ]
+        runs: list[Run] = []
+        for rep in range(args.repeat):
+            order = kinds[rep % len(kinds) :] + kinds[: rep % len(kinds)]
+            for project, kind in order:
+                runs.append(bench.run(project, kind, rep))
+            print(
+                f"  repetition {rep + 1}/{args.repeat} done ({time.perf_counter() - started:.0f} s; "
+                f"load {os.getloadavg()[0]:.2f})",
+                flush=True,
+            )
+        evolve_runs = [r for r in runs if r.project == "evolve"] + [cold]
+        api = bench.api_roundtrips()
+        api.update(reference_roundtrips())
+        bench.fill_user_times(bench.plain, [r for r in runs if r.project == "plain"])
+        bench.fill_user_times(bench.evolve, evolve_runs)
+        journal = bench.journal_figures(evolve_runs)
+        final = report(bench, runs, cold, journal, api)
+    finally:
+        bench.close()
+    print(
+        f"\n(total bench time {time.perf_counter() - started:.0f} s; load average at end: {os.getloadavg()[0]:.2f})"
+    )
+    print(final)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,596 @@
+"""Snapshots of the console's five views, against a real engine serving fixed data.
+
+Everything the screen shows is fixed before the engine starts: the journal (hook runs, stage
+dispatches, sessions) is written with `engine.journal.Journal` from records with fixed ids, times
+and durations; the git history is made with fixed content, author and dates (and a fixed review
+note); the heartbeat's last tick and a pending change are fixed files in state/. The workspace has
+no hooks, so the engine records nothing of its own. The console's clock is frozen.
+
+What still varies from run to run is normalised:
+- the connection bar's engine URL (port), pid and workspace path: replaced before rendering by
+  `SnapshotConsole.render_connection` (so the layout is computed on the replaced text);
+- the `terminal-<number>` prefix of the SVG's CSS classes, a checksum Rich derives from the content:
+  replaced by `terminal` so that a diff shows only the lines that really differ.
+
+Expected SVGs live in tests/console/snapshots/. A missing one fails; create or update them with
+`EVOLVE_UPDATE_SNAPSHOTS=1 .venv/bin/pytest tests/console/test_snapshots.py`, then look at them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import calendar
+import difflib
+import hashlib
+import json
+import os
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import textual.constants
+from textual.app import App, ComposeResult
+from textual.pilot import Pilot
+from textual.widgets import Input, TextArea
+
+import evolve_console.app
+from engine.changes import Pending
+from engine.journal import Journal
+from engine.records import HookRun, StageResult
+from evolve_console.app import EvolveConsole
+from evolve_console.client import Target
+from evolve_console.views import KeyedTable
+from tests.console.conftest import (
+    EngineProcess,
+    connected,
+    make_isolated_env,
+    run_git,
+    settle,
+    text_of,
+    wait_until,
+)
+
+SNAPSHOTS = Path(__file__).parent / "snapshots"
+UPDATE = os.environ.get("EVOLVE_UPDATE_SNAPSHOTS") == "1"
+SIZE = (140, 40)
+BASE = calendar.timegm((2025, 3, 1, 9, 0, 0))  # 2025-03-01 09:00:00 UTC
+FROZEN_NOW = BASE + 3 * 3600
+
+
+def at(minutes: float) -> float:
+    return BASE + minutes * 60
+
+
+# ---- the fixed workspace -------------------------------------------------------------------------------
+
+CONFIG = """// The console snapshots' workspace: fixed settings.
+{
+  "heartbeat_cleanup": "new",
+  "heartbeat_cleanup_count": 10,
+  "model": "anthropic/claude-sonnet-4",
+}
+"""
+PROMPTS = {
+    "preamble.md": "You are a note-keeping assistant that improves itself over time.\n",
+    "chat.md": "You are talking with the person you work for.\nAnswer plainly and briefly.\n",
+    "heartbeat.md": "Heartbeat. Read your notes and tidy them.\n",
+    "compaction.md": "Summarise this conversation in short bullet points.\n",
+    "recover.md": "One of your hooks failed; find the cause and fix it.\n",
+}
+SYSTEM = [
+    PROMPTS["preamble.md"] + "\n" + PROMPTS["chat.md"],
+    "<notes>\n- [pin] the person prefers short answers\n- [high] release on Friday\n</notes>",
+]
+
+
+def commit(ws: Path, env: dict[str, str], minutes: float, message: str, trailers: dict[str, str]) -> str:
+    date = f"@{int(at(minutes))} +0000"
+    dated = {**env, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date}
+    body = message + "\n\n" + "\n".join(f"Evolve-{k}: {v}" for k, v in trailers.items())
+    run_git(ws, "add", "-A", env=dated)
+    run_git(ws, "commit", "-q", "--no-verify", "-m", body, env=dated)
+    return run_git(ws, "rev-parse", "HEAD", env=dated).strip()
+
+
+def build_git_history(ws: Path, env: dict[str, str]) -> None:
+    env = {
+        **env,
+        "GIT_AUTHOR_NAME": "evolve",
+        "GIT_AUTHOR_EMAIL": "evolve@localhost",
+        "GIT_COMMITTER_NAME": "evolve",
+        "GIT_COMMITTER_EMAIL": "evolve@localhost",
+    }
+    (ws / "config").mkdir(parents=True)
+    (ws / "config" / "evolve.jsonc").write_text(CONFIG, encoding="utf-8")
+    (ws / "prompts").mkdir()
+    for name, text in PROMPTS.items():
+        (ws / "prompts" / name).write_text(text, encoding="utf-8")
+    run_git(ws, "init", "-q", "-b", "main", env=env)
+    (ws / ".git" / "info").mkdir(exist_ok=True)
+    (ws / ".git" / "info" / "exclude").write_text("# evolve runtime state\n/state/\n", encoding="utf-8")
+    commit(ws, env, 0, "initial", {"Origin": "initial"})
+
+    chat = ws / "prompts" / "chat.md"
+    chat.write_text(PROMPTS["chat.md"].replace("plainly and briefly", "tersely"), encoding="utf-8")
+    edit = commit(
+        ws,
+        env,
+        30,
+        "edit prompt chat.md",
+        {
+            "Origin": "tool",
+            "Tool": "evolve_prompt_edit",
+            "Session": "ses_chat_0001",
+            "Call": "call_0001",
+            "File": "prompts/chat.md",
+        },
+    )
+    (ws / "notes").mkdir()
+    (ws / "notes" / "notes.json").write_text('{"notes": ["release on Friday"]}\n', encoding="utf-8")
+    commit(
+        ws, env, 60, "heartbeat", {"Origin": "heartbeat", "Session": "ses_heartbeat", "Stage": "heartbeat"}
+    )
+    heartbeat = ws / "prompts" / "heartbeat.md"
+    heartbeat.write_text(PROMPTS["heartbeat.md"] + "Then stop.\n", encoding="utf-8")
+    commit(ws, env, 90, "external change: prompts/heartbeat.md", {"Origin": "external"})
+    chat.write_text(PROMPTS["chat.md"], encoding="utf-8")
+    commit(
+        ws, env, 120, "revert: edit prompt chat.md", {"Origin": "operator", "Reverts": edit, "By": "operator"}
+    )
+    date = f"@{int(at(45))} +0000"
+    run_git(
+        ws,
+        "notes",
+        "--ref=refs/notes/evolve-review",
+        "add",
+        "-m",
+        "approved by operator at 2025-03-01T09:45:00Z",
+        edit,
+        env={**env, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date},
+    )
+
+
+def run(n: int, minutes: float, stage: str, hook: str, dispatch: str, **fields: Any) -> HookRun:
+    fields.setdefault("exit_code", 0)
+    return HookRun(
+        id=f"run_{n:04d}",
+        stage=stage,
+        hook=hook,
+        started_at=at(minutes),
+        input=fields.pop("input", {"hook": stage, "session": {"id": fields.get("session")}}),
+        dispatch_id=dispatch,
+        **fields,
+    )
+
+
+def build_journal(ws: Path) -> None:
+    chat, beat = "ses_chat_0001", "ses_heartbeat"
+    runs = [
+        run(
+            1,
+            10,
+            "mutate_request",
+            "notes.py",
+            "dsp_0001",
+            session=chat,
+            duration_ms=84.0,
+            stdout_lines=[json.dumps({"system": SYSTEM})],
+            result={"system": SYSTEM},
+        ),
+        run(
+            2,
+            10,
+            "mutate_request",
+            "guard.sh",
+            "dsp_0001",
+            session=chat,
+            duration_ms=12.0,
+            stdout_lines=["{}"],
+            result={},
+        ),
+        run(
+            3,
+            11,
+            "observe_message",
+            "notes.py",
+            "dsp_0002",
+            session=chat,
+            duration_ms=95.0,
+            stdout_lines=['{"log": "3 notes, 1 pinned"}', "{}"],
+            logs=["3 notes, 1 pinned"],
+            result={},
+        ),
+        run(
+            4,
+            11,
+            "observe_message",
+            "guard.sh",
+            "dsp_0002",
+            session=chat,
+            duration_ms=15.0,
+            exit_code=2,
+            stderr="guard: no rule for observe_message\n",
+            error="exit 2",
+        ),
+        run(
+            5,
+            12,
+            "idle",
+            "notes.py",
+            "dsp_0003",
+            session=chat,
+            duration_ms=61.0,
+            stdout_lines=['{"notify": ["notes: 3 notes kept"]}'],
+            result={"notify": ["notes: 3 notes kept"]},
+        ),
+        run(
+            6,
+            60,
+            "heartbeat",
+            "notes.py",
+            "dsp_0004",
+            session=beat,
+            duration_ms=110.0,
+            stdout_lines=['{"user": "Tidy the notes."}'],
+            result={"user": "Tidy the notes."},
+        ),
+        run(
+            7,
+            60,
+            "heartbeat",
+            "guard.sh",
+            "dsp_0004",
+            session=beat,
+            duration_ms=30000.0,
+            exit_code=None,
+            signal="SIGKILL",
+            error="timed out after 30000 ms (killed)",
+        ),
+        run(
+            8,
+            150,
+            "mutate_request",
+            "notes.py",
+            "dsp_0005",
+            session="ses_chat_0002",
+            duration_ms=70.0,
+            exit_code=1,
+            stdout_lines=["Traceback (most recent call last):"],
+            stderr='Traceback (most recent call last):\n  File "notes.py", line 12\nSyntaxError\n',
+            error="exit 1",
+        ),
+        run(
+            9,
+            150,
+            "recover",
+            "notes.py",
+            "dsp_0005",
+            duration_ms=40.0,
+            input={"hook": "recover", "error": "exit 1", "failed_hook": "mutate_request"},
+            stdout_lines=['{"user": "Fix hooks/notes.py"}'],
+            result={"user": "Fix hooks/notes.py"},
+        ),
+        run(
+            10,
+            151,
+            "tool_before",
+            "notes.py",
+            "dsp_0006",
+            session="ses_chat_0002",
+            duration_ms=22.0,
+            stdout_lines=['{"log": {"tool": "read", "allowed": true}}', "{}"],
+            logs=[{"tool": "read", "allowed": True}],
+            result={},
+        ),
+    ]
+    dispatches = [
+        StageResult(
+            "dsp_0001",
+            "mutate_request",
+            at(10),
+            {"session": {"id": chat}, "system": ["opencode"]},
+            chat,
+            ["notes.py", "guard.sh"],
+            ["run_0001", "run_0002"],
+            {"system": SYSTEM},
+            [],
+            False,
+            101.0,
+        ),
+        StageResult(
+            "dsp_0002",
+            "observe_message",
+            at(11),
+            {"session": {"id": chat}, "answer": "Noted."},
+            chat,
+            ["notes.py", "guard.sh"],
+            ["run_0003", "run_0004"],
+            {},
+            ["guard.sh"],
+            False,
+            113.0,
+        ),
+        StageResult(
+            "dsp_0003",
+            "idle",
+            at(12),
+            {"session": {"id": chat}, "answer": "done"},
+            chat,
+            ["notes.py"],
+            ["run_0005"],
+            {"notify": ["notes: 3 notes kept"]},
+            [],
+            False,
+            64.0,
+        ),
+        StageResult(
+            "dsp_0004",
+            "heartbeat",
+            at(60),
+            {"sessions": []},
+            beat,
+            ["notes.py", "guard.sh"],
+            ["run_0006", "run_0007"],
+            {"user": "Tidy the notes."},
+            ["guard.sh"],
+            False,
+            30120.0,
+        ),
+        StageResult(
+            "dsp_0005",
+            "mutate_request",
+            at(150),
+            {"session": {"id": "ses_chat_0002"}, "system": ["x"]},
+            "ses_chat_0002",
+            ["notes.py"],
+            ["run_0008", "run_0009"],
+            {"user": "Fix hooks/notes.py", "system": [PROMPTS["preamble.md"], PROMPTS["recover.md"]]},
+            ["notes.py"],
+            True,
+            118.0,
+        ),
+        StageResult(
+            "dsp_0006",
+            "tool_before",
+            at(151),
+            {"session": {"id": "ses_chat_0002"}, "tool": "read"},
+            "ses_chat_0002",
+            ["notes.py"],
+            ["run_0010"],
+            {},
+            [],
+            False,
+            25.0,
+        ),
+    ]
+    with Journal(ws / "state" / "journal.sqlite3") as journal:
+        for r in runs:
+            journal.record_run(r)
+        for d in dispatches:
+            journal.record_dispatch(d)
+        journal.flush()
+        model = {"providerID": "anthropic", "modelID": "claude-sonnet-4"}
+        journal.save_session(chat, system=SYSTEM, frozen_at=at(10), agent="build", model=model)
+        journal.save_session(beat, system=[SYSTEM[0]], frozen_at=at(60), agent="evolve", model=model)
+        journal.save_session("ses_chat_0002", agent="build", model=model)
+
+
+def build_state(ws: Path) -> None:
+    last = {
+        "trigger": "timer",
+        "started_at": at(60),
+        "outcome": "ok",
+        "reason": None,
+        "session": "ses_heartbeat",
+        "model": {"providerID": "anthropic", "modelID": "claude-sonnet-4"},
+        "cleanup": None,
+        "user": "Tidy the notes.",
+        "count": 3,
+        "tokens": None,
+        "duration_ms": 8421.0,
+        "dispatch_id": "dsp_0004",
+    }
+    state = {
+        "heartbeat_last": last,
+        "heartbeat_count": 3,
+        "heartbeat_session": "ses_heartbeat",
+        "heartbeat_time": "2025-03-01T10:00:08.000+00:00",
+        "heartbeat_paused": False,
+    }
+    (ws / "state" / "evolve.json").write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+    preamble = (ws / "prompts" / "preamble.md").read_bytes()
+    pending = Pending(
+        id="chg_0001",
+        file="prompts/preamble.md",
+        content=PROMPTS["preamble.md"] + "Keep every answer under five lines.\n",
+        base_sha256=hashlib.sha256(preamble).hexdigest(),
+        message="edit prompt preamble.md",
+        tool="evolve_prompt_edit",
+        session="ses_chat_0002",
+        call_id="call_0002",
+        hook=None,
+        created_at=at(152),
+    )
+    (ws / "state" / "pending").mkdir(parents=True)
+    (ws / "state" / "pending" / "chg_0001.json").write_text(json.dumps(pending.to_dict()), encoding="utf-8")
+
+
+@pytest.fixture(scope="module")
+def fixed_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EngineProcess]:
+    """One engine for every snapshot: the views only read."""
+    base = tmp_path_factory.mktemp("snapshots")
+    env = make_isolated_env(base / "home")
+    ws = base / "ws"
+    ws.mkdir()
+    build_git_history(ws, env)
+    (ws / "state").mkdir()
+    build_journal(ws)
+    build_state(ws)
+    engine = EngineProcess(ws, env, base / "engine.log")
+    engine.start()
+    yield engine
+    engine.stop()
+
+
+# ---- the console, made deterministic --------------------------------------------------------------------
+
+URL = re.compile(r"http://127\.0\.0\.1:\d+")
+PID = re.compile(r"pid \d+")
+
+
+class SnapshotConsole(EvolveConsole):
+    """The console with a frozen clock, no animations, a fixed theme, and the connection bar's
+    engine address, pid and workspace path replaced by fixed ones."""
+
+    # Textual resolves a relative CSS_PATH beside the module of the class that sets it.
+    CSS_PATH = str(Path(evolve_console.app.__file__).with_name("console.tcss"))
+
+    def __init__(self, target: Target) -> None:
+        super().__init__(target, clock=lambda: FROZEN_NOW)
+        self.animation_level = "none"
+        self.theme = "textual-dark"
+
+    def render_connection(self) -> None:
+        detail, status = self.engine_detail, self.status
+        self.engine_detail = PID.sub("pid 4242", URL.sub("http://127.0.0.1:8765", detail))
+        self.status = {**status, "workspace": "/srv/evolve/workspace"}
+        try:
+            super().render_connection()
+        finally:
+            self.engine_detail, self.status = detail, status
+
+
+def normalise(svg: str) -> str:
+    return re.sub(r"terminal-\d+", "terminal", svg)
+
+
+def detail_loaded(app: EvolveConsole, head_id: str, placeholder: str) -> bool:
+    return text_of(app.query_one(f"#{head_id}")) != placeholder
+
+
+async def screenshot(engine: EngineProcess, key: str) -> str:
+    """Start the console, wait for every view's detail pane, show the view `key`, and return the
+    screenshot once two consecutive ones (a few event batches apart) are identical."""
+    app = SnapshotConsole(engine.target)
+    async with app.run_test(size=SIZE) as pilot:
+        await connected(pilot)
+        for head, placeholder in (
+            ("run-head", "select a run"),
+            ("stage-head", "select a stage result"),
+            ("session-head", "select a session"),
+            ("change-head", "select a change"),
+        ):
+            await wait_until(pilot, lambda h=head, p=placeholder: detail_loaded(app, h, p), f"#{head}")
+        for widget in app.query("Input, TextArea").results():
+            assert isinstance(widget, Input | TextArea)
+            widget.cursor_blink = False
+        # Redraw everything as a terminal resize does: a table drawn between getting its rows and
+        # measuring them keeps label-wide columns (see test_table_columns_fit_rows_drawn_early).
+        runs = app.query_one("#runs-table", KeyedTable)
+        wide = runs.size.width
+        await pilot.resize_terminal(SIZE[0] - 40, SIZE[1])
+        await wait_until(pilot, lambda: runs.size.width < wide, "the runs table to narrow")
+        await pilot.resize_terminal(*SIZE)
+        await wait_until(pilot, lambda: runs.size.width == wide, "the runs table to widen again")
+        await pilot.press(key)
+        return await stable_screenshot(app, pilot)
+
+
+async def stable_screenshot(app: EvolveConsole, pilot: Pilot[Any], tries: int = 20) -> str:
+    previous = ""
+    for _ in range(tries):
+        await settle(pilot)
+        await pilot.pause(0.3)  # more than one 0.25 s batch of engine events
+        current = normalise(app.export_screenshot())
+        if current == previous:
+            return current
+        previous = current
+    raise AssertionError("the screen never came to rest")
+
+
+def text_lines(svg: str) -> list[str]:
+    """The visible text of an SVG screenshot, one entry per text element (for readable diffs)."""
+    return [
+        m.group(1).replace("&#160;", " ")
+        for m in re.finditer(r"<text [^>]*>([^<]*)</text>", svg)
+        if m.group(1).strip("&#160; ")
+    ]
+
+
+def assert_snapshot(name: str, svg: str, tmp_path: Path) -> None:
+    expected_path = SNAPSHOTS / f"{name}.svg"
+    if UPDATE:
+        SNAPSHOTS.mkdir(exist_ok=True)
+        expected_path.write_text(svg, encoding="utf-8")
+        return
+    if not expected_path.exists():
+        pytest.fail(
+            f"no snapshot {os.path.relpath(expected_path)}; create it with: EVOLVE_UPDATE_SNAPSHOTS=1 "
+            ".venv/bin/pytest tests/console/test_snapshots.py (then look at the SVG before committing it)"
+        )
+    expected = expected_path.read_text(encoding="utf-8")
+    if svg == expected:
+        return
+    actual_path = tmp_path / f"{name}.actual.svg"
+    actual_path.write_text(svg, encoding="utf-8")
+    diff = list(
+        difflib.unified_diff(text_lines(expected), text_lines(svg), "expected", "actual", lineterm="", n=1)
+    )
+    shown = "\n".join(diff[:60]) or "(the visible text is the same: colours or layout differ)"
+    pytest.fail(
+        f"the {name} view differs from {expected_path.name} (actual screenshot: {actual_path}); "
+        f"if the change is intended, update with EVOLVE_UPDATE_SNAPSHOTS=1.\n{shown}"
+    )
+
+
+@pytest.fixture(autouse=True, scope="module")
+def textual_defaults() -> None:
+    """Snapshots assume Textual's defaults; conftest drops TEXTUAL_* before Textual is imported,
+    unless something imported it earlier."""
+    changed = {
+        "TEXTUAL_COLOR_SYSTEM": textual.constants.COLOR_SYSTEM != "auto",
+        "TEXTUAL_DIM_FACTOR": textual.constants.DIM_FACTOR != 0.66,
+        "TEXTUAL_THEME": textual.constants.DEFAULT_THEME != "textual-dark",
+    }
+    if any(changed.values()):
+        pytest.fail(
+            f"Textual settings from the environment change the snapshots: {[k for k, v in changed.items() if v]}"
+        )
+
+
+VIEWS = {"runs": "1", "stages": "2", "sessions": "3", "heartbeat": "4", "changes": "5"}
+
+
+@pytest.mark.parametrize("view", list(VIEWS))
+def test_view_snapshot(view: str, fixed_engine: EngineProcess, tmp_path: Path) -> None:
+    svg = asyncio.run(screenshot(fixed_engine, VIEWS[view]))
+    assert "http://127.0.0.1:8765 · pid 4242" in svg.replace("&#160;", " ")
+    assert_snapshot(view, svg, tmp_path)
+
+
+def test_table_columns_fit_rows_drawn_early() -> None:
+    class TableApp(App[None]):
+        CSS = "KeyedTable { width: 50; height: 8; }"
+
+        def compose(self) -> ComposeResult:
+            yield KeyedTable([("time", "time"), ("stage", "stage")], id="t")
+
+    async def main() -> str:
+        app = TableApp()
+        async with app.run_test(size=(60, 10)) as pilot:
+            await pilot.pause()
+            app.query_one(KeyedTable).upsert([("a", ["09:10:00", "mutate_request"])])
+            app.export_screenshot()  # a frame drawn before the table's idle, as happens at random
+            await pilot.pause(0.3)
+            return app.export_screenshot()
+
+    svg = asyncio.run(main())
+    assert "mutate_request" in svg, [line for line in text_lines(svg) if "mutat" in line]
+
+
+def test_changes_view_shows_the_review_column(fixed_engine: EngineProcess) -> None:
+    """Approving is what the view is for: its review state must be visible at 140 columns."""
+    text = " ".join(text_lines(asyncio.run(screenshot(fixed_engine, "5"))))
+    assert "reviewed" in text, text  # "reviewed" / "not reviewed" are only in that column
