@@ -597,14 +597,22 @@ def test_runs_recorded_while_connecting_are_not_lost(workspace: Path, start_engi
             runs = table(app, "runs")
             stop.set()
             await asyncio.to_thread(feeder.join)
-            journal = {r["id"] for r in engine.get("/v1/runs", limit=1000)["runs"]}
+            # The journal writes in batches: read it again until it and the table agree.
+            journal: set[str] = set()
+
+            def agree() -> bool:
+                journal.clear()
+                journal.update(r["id"] for r in engine.get("/v1/runs", limit=1000)["runs"])
+                return set(row_keys(runs)) == journal
+
             await wait_until(
                 pilot,
-                lambda: set(row_keys(runs)) == journal,
+                agree,
                 lambda: (
-                    f"every run of the journal in the table ({len(journal - set(row_keys(runs)))} missing)"
+                    f"every run of the journal in the table ({len(journal - set(row_keys(runs)))} missing, "
+                    f"{len(set(row_keys(runs)) - journal)} not in the journal)"
                 ),
-                timeout=5,
+                timeout=10,
             )
 
         drive(engine, scenario)
