@@ -39,8 +39,8 @@ Measured:
    engine (started before the repetitions and kept running, as the shim leaves it), plus the very
    first run with the plugin, which starts the engine.
 4. HTTP round trips from Python to the warm engine (idle, and right after /v1/opencode/tool-after), and
-   to a reference Starlette/uvicorn server with its listening socket created as engine/service.py
-   creates it (proto 0: no TCP_NODELAY on accepted connections) and with IPPROTO_TCP.
+   to a reference Starlette/uvicorn server with its listening socket created with proto 0 (no
+   TCP_NODELAY on accepted connections, as the engine once did) and with IPPROTO_TCP (as it does now).
    `--engine-nodelay` runs the whole bench with the engine's sockets created with IPPROTO_TCP.
 
 Also printed: the CPU time of opencode (its rusage) and of the engine with its hook processes
@@ -744,7 +744,7 @@ def reference_roundtrips(n: int = 30) -> dict[str, list[float]]:
 
     out: dict[str, list[float]] = {}
     for label, proto in (
-        ("proto 0, as engine/service.py", 0),
+        ("proto 0 (no TCP_NODELAY)", 0),
         ("IPPROTO_TCP (TCP_NODELAY)", socket.IPPROTO_TCP),
     ):
         sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, proto)
