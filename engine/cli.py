@@ -10,7 +10,7 @@ import logging
 import os
 import shutil
 import sys
-from collections.abc import Coroutine, Sequence
+from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -447,7 +447,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `evolve tools | head`
         sys.stderr.close()
         return 0
-
-
-def run(coro: Coroutine[Any, Any, int]) -> int:
-    return asyncio.run(coro)

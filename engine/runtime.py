@@ -99,7 +99,6 @@ class Engine:
         self._settle_stages: set[str] = set()
         self._settle_sessions: set[str] = set()
         self._settle_since: float | None = None
-        self._background: set[asyncio.Task[Any]] = set()
         self._watcher: asyncio.Task[None] | None = None
         self._last_model: dict[str, str] | None = None
         self.commit_error: str | None = None  # why the last commit failed, if it did
@@ -145,13 +144,8 @@ class Engine:
         if self._watcher is not None:
             self._watcher.cancel()
             await asyncio.gather(self._watcher, return_exceptions=True)
-        while self._background or self._settle_task:
-            pending = set(self._background)
-            if self._settle_task:
-                pending.add(self._settle_task)
-            await asyncio.gather(*pending, return_exceptions=True)
-            if self._settle_task and self._settle_task.done():
-                self._settle_task = None
+        if self._settle_task is not None:  # the last commit of what hooks changed
+            await asyncio.gather(self._settle_task, return_exceptions=True)
         await self.bridge.close()
         if self.journal is not None:
             self.journal.close()

@@ -12,7 +12,6 @@ import hmac
 import json
 import logging
 import os
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -542,7 +541,3 @@ def _sse(data: dict[str, Any]) -> bytes:
     return (
         f"id: {data.get('seq', '')}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n".encode()
     )
-
-
-def now() -> float:
-    return time.time()

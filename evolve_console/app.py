@@ -27,7 +27,7 @@ from textual.widgets import Button, DataTable, Footer, Input, Switch, TabbedCont
 from textual.worker import Worker, WorkerState
 
 from .client import EngineClient, EngineError, EngineGone, Target, read_announcement
-from .format import as_json, clock_time, short
+from .format import as_json, short
 from .views import (
     MAX_ROWS,
     ChangesView,
@@ -683,7 +683,3 @@ class EvolveConsole(App[None]):
                 severity="error",
                 timeout=10,
             )
-
-
-def clock_label(at: float) -> str:
-    return clock_time(at)

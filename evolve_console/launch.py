@@ -6,7 +6,6 @@ On a machine with no workspace yet, the example workspace is created first.
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 
 import httpx
 
-from .client import Target
+from .client import Target, read_announcement
 
 
 class LaunchError(RuntimeError):
@@ -23,10 +22,9 @@ class LaunchError(RuntimeError):
 
 
 def _announcement(workspace: Path) -> Target | None:
-    try:
-        data = json.loads((workspace / "state" / "engine.json").read_text(encoding="utf-8"))
-        target = Target(data["url"], data["token"], str(workspace))
-    except (OSError, ValueError, KeyError):
+    """The workspace's announced engine, if it answers its health check."""
+    target = read_announcement(str(workspace))
+    if target is None:
         return None
     try:
         resp = httpx.get(
