@@ -514,7 +514,7 @@ async def run_inprocess(engine: EngineProcess, args: argparse.Namespace) -> Resu
 
     from evolve_console.app import EvolveConsole
     from evolve_console.client import Target
-    from evolve_console.views import KeyedTable
+    from evolve_console.table import KeyedTable
 
     result = Result("inprocess")
     app = EvolveConsole(Target(engine.url, engine.token, str(engine.workspace)))

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -23,22 +24,22 @@ from textual.command import Hit, Hits, Provider
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import Button, DataTable, Footer, Input, Switch, TabbedContent, TabPane
+from textual.widgets import Button, Input, Switch, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
 
 from .client import EngineClient, EngineError, EngineGone, Target, read_announcement
+from .detail import DetailPane
 from .format import as_json, short
+from .table import MAX_ROWS, KeyedTable
 from .views import (
-    MAX_ROWS,
     ChangesView,
     HeartbeatView,
-    KeyedTable,
     RunsView,
     SessionsView,
     StagesView,
     run_summary,
 )
-from .widgets import ConfirmScreen, Line, MoreScreen, ResultScreen, Section, StageScreen
+from .widgets import ConfirmScreen, KeyBar, Line, MoreScreen, ResultScreen, StageScreen
 
 HISTORY_LIMIT = 500
 FLOOD = 100  # pending events per tick (a quarter second) above which repaints slow down
@@ -66,8 +67,8 @@ class EvolveCommands(Provider):
         ("change: revert selected", "revert", "undo the selected change with a new commit"),
         ("change: reject selected pending change", "reject", "drop a change that awaits review"),
         ("stage: run by hand", "run_stage", "dispatch a stage to every hook with an input you edit"),
-        ("runs: follow new runs", "follow", "jump to the newest run and keep following"),
-        ("runs: failures only", "toggle_failures", "show only failed hook runs"),
+        ("runs: follow new runs", "show_tab('runs');follow", "jump to the newest run and keep following"),
+        ("runs: failures only", "show_tab('runs');toggle_failures", "show only failed hook runs"),
         ("view: hook runs", "show_tab('runs')", ""),
         ("view: stage results", "show_tab('stages')", ""),
         ("view: sessions", "show_tab('sessions')", ""),
@@ -87,7 +88,8 @@ class EvolveCommands(Provider):
 
 def _runner(app: App[Any], action: str) -> Callable[[], Any]:
     async def run() -> None:
-        await app.run_action(action)
+        for step in action.split(";"):  # e.g. switch to a view, then act in it
+            await app.run_action(step)
 
     return run
 
@@ -104,15 +106,12 @@ class EvolveConsole(App[None]):
             id="app.quit",
             tooltip="Close the console (the engine keeps running)",
         ),
-        Binding("1", "show_tab('runs')", "Runs", id="view.runs", tooltip="Live hook runs"),
-        Binding("2", "show_tab('stages')", "Stages", id="view.stages", tooltip="Merged stage results"),
-        Binding(
-            "3", "show_tab('sessions')", "Sessions", id="view.sessions", tooltip="Sessions and their prompts"
-        ),
-        Binding(
-            "4", "show_tab('heartbeat')", "Heartbeat", id="view.heartbeat", tooltip="The heartbeat timer"
-        ),
-        Binding("5", "show_tab('changes')", "Changes", id="view.changes", tooltip="Self-modifications"),
+        # The view keys are shown in the tab labels ("1 Hook runs"), not in the key bar.
+        Binding("1", "show_tab('runs')", "Runs", id="view.runs", show=False),
+        Binding("2", "show_tab('stages')", "Stages", id="view.stages", show=False),
+        Binding("3", "show_tab('sessions')", "Sessions", id="view.sessions", show=False),
+        Binding("4", "show_tab('heartbeat')", "Heartbeat", id="view.heartbeat", show=False),
+        Binding("5", "show_tab('changes')", "Changes", id="view.changes", show=False),
         Binding("f", "fire_heartbeat", "Fire", id="heartbeat.fire", tooltip="Run one heartbeat tick now"),
         Binding(
             "p", "toggle_pause", "Pause/resume", id="heartbeat.pause", tooltip="Pause or resume the timer"
@@ -139,6 +138,9 @@ class EvolveConsole(App[None]):
         self, target: Target, *, clock: Callable[[], float] = time.time, poll_s: float = 5.0
     ) -> None:
         super().__init__()
+        # No animations: the tab underline alone would repaint 20 frames per view switch, and a
+        # console that follows a flood of runs needs those frames for the runs.
+        self.animation_level = "none"
         self.target = target
         self.client = EngineClient(target)
         self.clock = clock
@@ -164,17 +166,17 @@ class EvolveConsole(App[None]):
     def compose(self) -> ComposeResult:
         yield Line(id="connection")
         with TabbedContent(initial="runs", id="tabs"):
-            with TabPane("Hook runs", id="runs"):
+            with TabPane("1 Hook runs", id="runs"):
                 yield RunsView()
-            with TabPane("Stage results", id="stages"):
+            with TabPane("2 Stage results", id="stages"):
                 yield StagesView()
-            with TabPane("Sessions", id="sessions"):
+            with TabPane("3 Sessions", id="sessions"):
                 yield SessionsView()
-            with TabPane("Heartbeat", id="heartbeat"):
+            with TabPane("4 Heartbeat", id="heartbeat"):
                 yield HeartbeatView()
-            with TabPane("Self-modifications", id="changes"):
+            with TabPane("5 Self-modifications", id="changes"):
                 yield ChangesView()
-        yield Footer()
+        yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
         self.set_interval(0.25, self.apply_events, name="apply-events")
@@ -242,6 +244,12 @@ class EvolveConsole(App[None]):
         await self.reload_changes()
         await self.reload_heartbeat()
         self.render_connection()
+        if not self.first_load.is_set():
+            # The widgets, styles and history loaded so far live as long as the console. Without
+            # this, every full garbage collection walks them all again (about 45 ms here, every
+            # few seconds under a flood of runs), and a key press waiting behind one shows late.
+            gc.collect()
+            gc.freeze()
         self.first_load.set()
 
     async def reload_runs(self) -> None:
@@ -433,11 +441,10 @@ class EvolveConsole(App[None]):
 
     # ---- selection and details --------------------------------------------------------------
 
-    @on(DataTable.RowHighlighted, "#runs-table")
-    def run_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    @on(KeyedTable.RowHighlighted, "#runs-table")
+    def run_highlighted(self, event: KeyedTable.RowHighlighted) -> None:
         self.render_counts()
-        if event.row_key.value:
-            self.load_run(str(event.row_key.value))
+        self.load_run(event.key)
 
     @work(exclusive=True, group="run-detail", exit_on_error=False)
     async def load_run(self, run_id: str) -> None:
@@ -446,27 +453,25 @@ class EvolveConsole(App[None]):
         self.run_detail = run
         self.query_one(RunsView).show_run(run)
 
-    @on(DataTable.RowHighlighted, "#stages-table")
-    def stage_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        d = self.dispatches.get(str(event.row_key.value))
+    @on(KeyedTable.RowHighlighted, "#stages-table")
+    def stage_highlighted(self, event: KeyedTable.RowHighlighted) -> None:
+        d = self.dispatches.get(event.key)
         if d:
             self.query_one(StagesView).show_dispatch(d)
 
-    @on(DataTable.RowHighlighted, "#sessions-table")
-    def session_highlighted(self, event: DataTable.RowHighlighted) -> None:
-        if event.row_key.value:
-            self.load_session(str(event.row_key.value))
+    @on(KeyedTable.RowHighlighted, "#sessions-table")
+    def session_highlighted(self, event: KeyedTable.RowHighlighted) -> None:
+        self.load_session(event.key)
 
     @work(exclusive=True, group="session-detail", exit_on_error=False)
     async def load_session(self, session_id: str) -> None:
         self.query_one(SessionsView).show_session(await self.client.get(f"/v1/sessions/{session_id}"))
 
-    @on(DataTable.RowHighlighted, "#changes-table")
-    def change_highlighted(self, event: DataTable.RowHighlighted) -> None:
+    @on(KeyedTable.RowHighlighted, "#changes-table")
+    def change_highlighted(self, event: KeyedTable.RowHighlighted) -> None:
         self.refresh_bindings()
-        key = str(event.row_key.value)
-        if key in self.changes:
-            self.load_change(key)
+        if event.key in self.changes:
+            self.load_change(event.key)
 
     @work(exclusive=True, group="change-detail", exit_on_error=False)
     async def load_change(self, key: str) -> None:
@@ -495,7 +500,10 @@ class EvolveConsole(App[None]):
         # Drop focus first: a focused widget in the pane being hidden would pull its tab back.
         self.screen.set_focus(None)
         self.query_one(TabbedContent).active = tab
-        tables = self.query_one(f"TabPane#{tab}").query(DataTable)
+        # Ask the screen for the new layout now, not after the request has climbed the DOM one
+        # message queue at a time (about 30 ms here).
+        self.screen.refresh(layout=True)
+        tables = self.query_one(f"TabPane#{tab}").query(KeyedTable)
         if tables:
             self.call_after_refresh(tables.first().focus)
 
@@ -506,6 +514,15 @@ class EvolveConsole(App[None]):
         return self.changes.get(key) if key else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        # Keys that only mean something in some views are shown only there.
+        try:
+            tab = self.query_one(TabbedContent).active
+        except NoMatches:
+            return True  # not composed yet
+        if action in ("follow", "toggle_failures"):
+            return tab == "runs" or (action == "follow" and tab in ("stages", "changes"))
+        if action == "more":
+            return tab in ("runs", "stages", "sessions")
         if action in ("approve", "revert", "reject"):
             change = self.selected_change()
             if change is None:
@@ -660,12 +677,11 @@ class EvolveConsole(App[None]):
         pane = {"runs": "#run-detail", "stages": "#stage-detail", "sessions": "#session-detail"}.get(tab)
         if pane is None:
             return
-        sections = [s for s in self.query(f"{pane} Section").results(Section) if s.has_class("-truncated")]
-        if not sections:
+        truncated = self.query_one(pane, DetailPane).truncated
+        if not truncated:
             self.notify("nothing is truncated here", timeout=3)
             return
-        section = sections[0]
-        self.push_screen(MoreScreen(section.title, section.full_text))
+        self.push_screen(MoreScreen(truncated[0].title, truncated[0].text))
 
     # ---- errors of workers ------------------------------------------------------------------
 

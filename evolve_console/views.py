@@ -2,43 +2,17 @@
 
 from __future__ import annotations
 
-from collections import OrderedDict
-from collections.abc import Iterable
 from typing import Any
 
-from rich.syntax import Syntax
 from rich.text import Text
-from textual import on
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.reactive import reactive
-from textual.widgets import Button, DataTable, Input, Label, ProgressBar, Static, Switch
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Button, Input, Label, ProgressBar, Static, Switch
 
+from .detail import DetailPane, Part
 from .format import as_json, clock_time, countdown, date_time, duration, short
+from .table import KeyedTable
 from .widgets import Line, Section
-
-# Column widths by column key (the same key means the same kind of content in every table).
-WIDTHS = {
-    "time": 8,
-    "stage": 17,
-    "hook": 14,
-    "session": 18,
-    "duration": 8,
-    "status": 6,
-    "hooks": 5,
-    "failed": 10,
-    "recover": 9,
-    "title": 20,
-    "agent": 8,
-    "model": 18,
-    "prompt": 12,
-    "notes": 5,
-    "origin": 12,
-    "change": 26,
-    "files": 14,
-    "review": 12,
-}
-MAX_ROWS = 1000  # rows a live table keeps (the journal keeps everything)
 
 
 def run_summary(run: dict[str, Any]) -> dict[str, Any]:
@@ -50,93 +24,6 @@ def status_text(run: dict[str, Any]) -> Text:
     if run.get("error"):
         return Text("failed", style="bold red")
     return Text("ok", style="green")
-
-
-class KeyedTable(DataTable[Any]):
-    """A DataTable with rows keyed by id, capped in size, following new rows while the cursor is on
-    the last one ("tail mode") and counting what arrived while the operator looked elsewhere."""
-
-    following: reactive[bool] = reactive(True)
-    unseen: reactive[int] = reactive(0)
-
-    def __init__(self, columns: Iterable[tuple[str, str]], *, id: str) -> None:
-        super().__init__(id=id, cursor_type="row", zebra_stripes=True)
-        self._columns = list(columns)
-        self.cells: OrderedDict[str, list[Any]] = OrderedDict()  # what the table shows, oldest first
-
-    def on_mount(self) -> None:
-        # Fixed widths: Textual sizes automatic columns only when idle, and rows drawn before
-        # that would stay cut to the header's width.
-        for key, label in self._columns:
-            self.add_column(label, key=key, width=WIDTHS.get(key, 12))
-
-    def upsert(self, rows: list[tuple[str, list[Any]]]) -> None:
-        """Add or update rows (oldest first), keeping the newest MAX_ROWS.
-
-        Removing rows one by one from a DataTable costs time proportional to its size each, so the
-        table grows up to half again its cap and is then rebuilt once with the newest rows.
-        """
-        added: list[tuple[str, list[Any]]] = []
-        for key, cells in rows[-MAX_ROWS:]:
-            if key in self.cells:
-                self.cells[key] = cells
-                if key in self.rows:
-                    for (col, _), value in zip(self._columns, cells, strict=False):
-                        self.update_cell(key, col, value)
-                continue
-            self.cells[key] = cells
-            added.append((key, cells))
-        if not added:
-            return
-        if len(self.cells) > MAX_ROWS + MAX_ROWS // 2:
-            self._rebuild()
-        else:
-            for key, cells in added:
-                self.add_row(*cells, key=key)
-        if self.following:
-            self.move_cursor(row=self.row_count - 1, animate=False)
-        else:
-            self.unseen += len(added)
-
-    def _rebuild(self) -> None:
-        selected = self.selected_key()
-        while len(self.cells) > MAX_ROWS:
-            self.cells.popitem(last=False)
-        self.clear()
-        for key, cells in self.cells.items():
-            self.add_row(*cells, key=key)
-        if not self.following and selected is not None and selected in self.cells:
-            self.move_cursor(row=self.get_row_index(selected), animate=False)
-
-    def replace_all(self, rows: list[tuple[str, list[Any]]]) -> None:
-        self.clear()
-        self.cells.clear()
-        self.unseen = 0
-        self.following = True
-        self.upsert(rows[-MAX_ROWS:])
-        if self.row_count:
-            self.move_cursor(row=self.row_count - 1, animate=False)
-
-    def follow(self) -> None:
-        self.following = True
-        self.unseen = 0
-        if self.row_count:
-            self.move_cursor(row=self.row_count - 1, animate=False)
-
-    def selected_key(self) -> str | None:
-        if not self.row_count:
-            return None
-        try:
-            return str(self.coordinate_to_cell_key(self.cursor_coordinate).row_key.value)
-        except Exception:
-            return None
-
-    @on(DataTable.RowHighlighted)
-    def _track_tail(self, event: DataTable.RowHighlighted) -> None:
-        at_end = event.cursor_row >= self.row_count - 1
-        self.following = at_end
-        if at_end:
-            self.unseen = 0
 
 
 class RunsView(Vertical):
@@ -161,14 +48,7 @@ class RunsView(Vertical):
                 ],
                 id="runs-table",
             )
-            with VerticalScroll(id="run-detail", classes="detail"):
-                yield Static("select a run", id="run-head", markup=False)
-                yield Section("error", id="run-error")
-                yield Section("stderr", id="run-stderr")
-                yield Section("parsed result", id="run-result")
-                yield Section("stdout lines", id="run-stdout")
-                yield Section("log lines", id="run-logs")
-                yield Section("input (JSON on stdin)", id="run-input")
+            yield DetailPane("select a run", id="run-detail", classes="detail")
         yield Line(id="runs-status", classes="status-line")
 
     def filters(self) -> dict[str, Any]:
@@ -207,21 +87,24 @@ class RunsView(Vertical):
             head.append(f" · exit {run.get('exit_code')}")
         if run.get("signal"):
             head.append(f" · killed by {run.get('signal')}", style="red")
-        self.query_one("#run-head", Static).update(head)
-        self.query_one("#run-error", Section).show(run.get("error") or "", empty="(no error)")
-        self.query_one("#run-input", Section).show(as_json(run.get("input")))
-        lines = run.get("stdout_lines") or []
-        self.query_one("#run-stdout", Section).show(
-            "\n".join(f"{i + 1:>4}  {line}" for i, line in enumerate(lines))
-        )
-        logs = run.get("logs") or []
-        self.query_one("#run-logs", Section).show("\n".join(str(x) for x in logs))
         stderr = run.get("stderr") or ""
         if run.get("stderr_truncated"):
             stderr += "\n[stderr was cut by the engine at 256 KiB]"
-        self.query_one("#run-stderr", Section).show(stderr)
         result = run.get("result")
-        self.query_one("#run-result", Section).show("" if result is None else as_json(result))
+        lines = run.get("stdout_lines") or []
+        self.query_one(DetailPane).show(
+            head,
+            [
+                Part("error", "error", run.get("error") or "", empty="(no error)"),
+                Part("stderr", "stderr", stderr),
+                Part("result", "parsed result", "" if result is None else as_json(result)),
+                Part(
+                    "stdout", "stdout lines", "\n".join(f"{i + 1:>4}  {line}" for i, line in enumerate(lines))
+                ),
+                Part("logs", "log lines", "\n".join(str(x) for x in run.get("logs") or [])),
+                Part("input", "input (JSON on stdin)", as_json(run.get("input"))),
+            ],
+        )
 
 
 class StagesView(Vertical):
@@ -241,10 +124,7 @@ class StagesView(Vertical):
                 ],
                 id="stages-table",
             )
-            with VerticalScroll(id="stage-detail", classes="detail"):
-                yield Static("select a stage result", id="stage-head", markup=False)
-                yield Section("merged output", id="stage-merged")
-                yield Section("input context", id="stage-context")
+            yield DetailPane("select a stage result", id="stage-detail", classes="detail")
         yield Line(id="stages-status", classes="status-line")
 
     @staticmethod
@@ -269,9 +149,13 @@ class StagesView(Vertical):
             head.append("\nfailed: " + ", ".join(d["failed"]), style="red")
         if d.get("recovered"):
             head.append("\nrecover stepped in: its output is merged below", style="yellow")
-        self.query_one("#stage-head", Static).update(head)
-        self.query_one("#stage-merged", Section).show(as_json(d.get("merged")))
-        self.query_one("#stage-context", Section).show(as_json(d.get("context")))
+        self.query_one(DetailPane).show(
+            head,
+            [
+                Part("merged", "merged output", as_json(d.get("merged"))),
+                Part("context", "input context", as_json(d.get("context"))),
+            ],
+        )
 
 
 class SessionsView(Vertical):
@@ -290,11 +174,7 @@ class SessionsView(Vertical):
                 ],
                 id="sessions-table",
             )
-            with VerticalScroll(id="session-detail", classes="detail"):
-                yield Static("select a session", id="session-head", markup=False)
-                yield Section("frozen system prompt (exactly as sent)", id="session-system")
-                yield Section("notifications received", id="session-notifications")
-                yield Section("recent history", id="session-history")
+            yield DetailPane("select a session", id="session-detail", classes="detail")
 
     @staticmethod
     def row(s: dict[str, Any]) -> tuple[str, list[Any]]:
@@ -317,13 +197,8 @@ class SessionsView(Vertical):
         head.append(
             f"\nagent {s.get('agent') or '-'} · busy {s.get('busy')} · frozen {date_time(s.get('frozen_at'))}"
         )
-        self.query_one("#session-head", Static).update(head)
         system = s.get("system")
         text = "\n\n──── next system message ────\n\n".join(system) if system else ""
-        self.query_one("#session-system", Section).show(
-            text, empty="(not frozen: opencode's own prompt is used)"
-        )
-        self.query_one("#session-notifications", Section).show("\n\n".join(s.get("notifications") or []))
         lines = []
         for entry in (s.get("history") or [])[-20:]:
             parts = entry.get("parts") or []
@@ -333,7 +208,19 @@ class SessionsView(Vertical):
             if tools:
                 line += f"  [tools: {', '.join(tools)}]"
             lines.append(line)
-        self.query_one("#session-history", Section).show("\n".join(lines))
+        self.query_one(DetailPane).show(
+            head,
+            [
+                Part(
+                    "system",
+                    "frozen system prompt (exactly as sent)",
+                    text,
+                    empty="(not frozen: opencode's own prompt is used)",
+                ),
+                Part("notifications", "notifications received", "\n\n".join(s.get("notifications") or [])),
+                Part("history", "recent history", "\n".join(lines)),
+            ],
+        )
 
 
 class HeartbeatView(Vertical):
@@ -428,9 +315,7 @@ class ChangesView(Vertical):
                 ],
                 id="changes-table",
             )
-            with VerticalScroll(id="change-detail", classes="detail"):
-                yield Static("select a change", id="change-head", markup=False)
-                yield Static("", id="change-diff")
+            yield DetailPane("select a change", id="change-detail", classes="detail")
 
     ORIGIN_STYLES = {
         "agent": "bold magenta",
@@ -476,7 +361,6 @@ class ChangesView(Vertical):
             head.append(f"\nreview: {c['review']}", style="green")
         if truncated:
             head.append("\n(diff truncated; see it in full with git show)", style="yellow")
-        self.query_one("#change-head", Static).update(head)
-        self.query_one("#change-diff", Static).update(
-            Syntax(diff or "(no textual changes)", "diff", theme="ansi_dark", word_wrap=True)
+        self.query_one(DetailPane).show(
+            head, [Part("diff", "diff", diff, empty="(no textual changes)", language="diff")]
         )

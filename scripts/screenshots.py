@@ -233,11 +233,12 @@ def make_activity(api: Api, workspace: Path) -> dict[str, str]:
 async def shoot(
     api: Api, workspace: Path, ids: dict[str, str], out: Path, size: tuple[int, int]
 ) -> list[Path]:
-    from textual.widgets import Static, TabbedContent
+    from textual.widgets import TabbedContent
 
     from evolve_console.app import EvolveConsole
     from evolve_console.client import Target
-    from evolve_console.views import KeyedTable
+    from evolve_console.detail import DetailPane
+    from evolve_console.table import KeyedTable
 
     app = EvolveConsole(Target(str(api.http.base_url), api.http.headers["authorization"][7:], str(workspace)))
     saved: list[Path] = []
@@ -251,8 +252,8 @@ async def shoot(
                     raise RuntimeError(f"the console never showed {what}")
                 await pilot.pause(0.05)
 
-        def text(selector: str) -> str:
-            return str(app.query_one(selector, Static).render())
+        def head(selector: str) -> str:
+            return app.query_one(selector, DetailPane).head.plain
 
         async def select(table_id: str, key: str) -> None:
             table = app.query_one(table_id, KeyedTable)
@@ -280,26 +281,26 @@ async def shoot(
                 "runs",
                 "1",
                 lambda: select("#runs-table", ids["run"]),
-                lambda: "flaky.sh" in text("#run-head") and "exit 3" in text("#run-head"),
+                lambda: "flaky.sh" in head("#run-detail") and "exit 3" in head("#run-detail"),
             ),
             (
                 "stages",
                 "2",
                 lambda: select("#stages-table", ids["dispatch"]),
-                lambda: "recover stepped in" in text("#stage-head"),
+                lambda: "recover stepped in" in head("#stage-detail"),
             ),
             (
                 "sessions",
                 "3",
                 lambda: select("#sessions-table", "ses_alpha"),
-                lambda: "ses_alpha" in text("#session-head"),
+                lambda: "ses_alpha" in head("#session-detail"),
             ),
             ("heartbeat", "4", nothing, lambda: bool(app.heartbeat.get("last"))),
             (
                 "changes",
                 "5",
                 lambda: select("#changes-table", ids["change"]),
-                lambda: ids["change"][:12] in text("#change-head"),
+                lambda: ids["change"][:12] in head("#change-detail"),
             ),
         ]
         await until("the first load", app.first_load.is_set, 30)

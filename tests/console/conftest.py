@@ -36,10 +36,10 @@ import pytest  # noqa: E402
 from rich.text import Text  # noqa: E402
 from textual.pilot import Pilot  # noqa: E402
 from textual.widget import Widget  # noqa: E402
-from textual.widgets import DataTable  # noqa: E402
 
 from evolve_console.app import EvolveConsole  # noqa: E402
 from evolve_console.client import Target  # noqa: E402
+from evolve_console.table import KeyedTable  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 EVOLVE = [sys.executable, "-m", "engine"]
@@ -342,15 +342,15 @@ def connection_text(app: EvolveConsole) -> str:
     return text_of(app.query_one("#connection"))
 
 
-def row_keys(table: DataTable[Any]) -> list[str]:
-    return [str(row.key.value) for row in table.ordered_rows]
+def row_keys(table: KeyedTable) -> list[str]:
+    return table.keys()
 
 
-def cell_text(table: DataTable[Any], key: str, column: str) -> str:
+def cell_text(table: KeyedTable, key: str, column: str) -> str:
     return str(table.get_cell(key, column))
 
 
-async def select_row(pilot: Pilot[Any], table: DataTable[Any], key: str) -> None:
+async def select_row(pilot: Pilot[Any], table: KeyedTable, key: str) -> None:
     """Move the table's cursor to the row `key` with the arrow keys, as an operator would."""
     table.focus()
     await pilot.pause()

@@ -20,8 +20,9 @@ from textual.pilot import Pilot
 from textual.widgets import Select, Switch, TextArea
 
 from evolve_console.app import EvolveConsole
-from evolve_console.format import MORE_LIMIT
-from evolve_console.views import KeyedTable
+from evolve_console.detail import DetailPane
+from evolve_console.format import MORE_LIMIT, PREVIEW_LIMIT
+from evolve_console.table import KeyedTable
 from evolve_console.widgets import ConfirmScreen, MoreScreen, ResultScreen, Section, StageScreen
 from tests.console.conftest import (
     EngineProcess,
@@ -72,6 +73,15 @@ def errors_shown(seen: list[Message]) -> list[tuple[str, str, str]]:
 
 def section_text(app: EvolveConsole, section_id: str) -> str:
     return text_of(app.query_one(f"#{section_id}", Section).query_one(".section-body"))
+
+
+def detail_text(app: EvolveConsole, pane: str, part: str) -> str:
+    """What a detail pane shows for one of its parts (cut and cleaned as on screen)."""
+    return app.query_one(f"#{pane}", DetailPane).bodies.get(part, "")
+
+
+def is_cut(app: EvolveConsole, pane: str, part: str) -> bool:
+    return any(p.id == part for p in app.query_one(f"#{pane}", DetailPane).truncated)
 
 
 def table(app: EvolveConsole, name: str) -> KeyedTable:
@@ -643,11 +653,11 @@ def test_huge_and_binary_output_is_bounded(workspace: Path, start_engine: StartE
 
         await select_row(pilot, runs, big)
         await wait_until(pilot, lambda: (app.run_detail or {}).get("id") == big, "the big run's details")
-        stdout = app.query_one("#run-stdout", Section)
-        await wait_until(pilot, lambda: stdout.has_class("-truncated"), "the stdout field to be cut")
-        shown = section_text(app, "run-stdout")
-        assert "press m to see more" in shown
-        assert len(shown) < 70_000
+        await wait_until(pilot, lambda: is_cut(app, "run-detail", "stdout"), "the stdout field to be cut")
+        pane = app.query_one("#run-detail", DetailPane)
+        assert "press m to see more" in pane.plain
+        assert len(detail_text(app, "run-detail", "stdout")) <= PREVIEW_LIMIT
+        assert len(pane.plain) < 3 * PREVIEW_LIMIT
         await pilot.press("m")
         more = await wait_until(
             pilot, lambda: app.screen if isinstance(app.screen, MoreScreen) else None, "the full view"
@@ -661,8 +671,8 @@ def test_huge_and_binary_output_is_bounded(workspace: Path, start_engine: StartE
         runs.focus()
         await select_row(pilot, runs, garbage)
         await wait_until(pilot, lambda: (app.run_detail or {}).get("id") == garbage, "the garbage run")
-        assert "not valid UTF-8" in section_text(app, "run-error")
-        body = section_text(app, "run-stdout")
+        assert "not valid UTF-8" in detail_text(app, "run-detail", "error")
+        body = detail_text(app, "run-detail", "stdout")
         assert "\\x00" in body and "\\x1b[31mred" in body, body[:300]
         assert not any(ch in body for ch in "\x00\x1b\x07"), "control characters must be made visible"
 
@@ -672,10 +682,9 @@ def test_huge_and_binary_output_is_bounded(workspace: Path, start_engine: StartE
         chars = int(cell_text(sessions, "ses_big", "prompt").removesuffix(" chars").replace(",", ""))
         assert chars == sum(len(s) for s in frozen["system"])
         await select_row(pilot, sessions, "ses_big")
-        system = app.query_one("#session-system", Section)
-        await wait_until(pilot, lambda: system.has_class("-truncated"), "the frozen prompt, cut")
-        assert "press m to see more" in section_text(app, "session-system")
-        assert len(section_text(app, "session-system")) < 70_000
+        await wait_until(pilot, lambda: is_cut(app, "session-detail", "system"), "the frozen prompt, cut")
+        assert "press m to see more" in app.query_one("#session-detail", DetailPane).plain
+        assert len(detail_text(app, "session-detail", "system")) <= PREVIEW_LIMIT
         assert app.is_running
 
     seen = drive(engine, scenario)

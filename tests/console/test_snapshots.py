@@ -41,14 +41,14 @@ from engine.journal import Journal
 from engine.records import HookRun, StageResult
 from evolve_console.app import EvolveConsole
 from evolve_console.client import Target
-from evolve_console.views import KeyedTable
+from evolve_console.detail import DetailPane
+from evolve_console.table import KeyedTable
 from tests.console.conftest import (
     EngineProcess,
     connected,
     make_isolated_env,
     run_git,
     settle,
-    text_of,
     wait_until,
 )
 
@@ -466,8 +466,8 @@ def normalise(svg: str) -> str:
     return re.sub(r"terminal-\d+", "terminal", svg)
 
 
-def detail_loaded(app: EvolveConsole, head_id: str, placeholder: str) -> bool:
-    return text_of(app.query_one(f"#{head_id}")) != placeholder
+def detail_loaded(app: EvolveConsole, pane: str, placeholder: str) -> bool:
+    return app.query_one(f"#{pane}", DetailPane).head.plain != placeholder
 
 
 async def screenshot(engine: EngineProcess, key: str) -> str:
@@ -477,10 +477,10 @@ async def screenshot(engine: EngineProcess, key: str) -> str:
     async with app.run_test(size=SIZE) as pilot:
         await connected(pilot)
         for head, placeholder in (
-            ("run-head", "select a run"),
-            ("stage-head", "select a stage result"),
-            ("session-head", "select a session"),
-            ("change-head", "select a change"),
+            ("run-detail", "select a run"),
+            ("stage-detail", "select a stage result"),
+            ("session-detail", "select a session"),
+            ("change-detail", "select a change"),
         ):
             await wait_until(pilot, lambda h=head, p=placeholder: detail_loaded(app, h, p), f"#{head}")
         for widget in app.query("Input, TextArea").results():

@@ -1,0 +1,107 @@
+"""The detail pane beside a table: a heading and titled sections of bounded text, drawn line by line.
+
+One scrolling widget for the whole pane rather than a widget per section: showing another run
+wraps its text once and draws only the lines on screen, with no layout pass over a dozen widgets,
+which matters while a flood of runs keeps the selection moving.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.segment import Segment
+from rich.syntax import Syntax
+from rich.text import Text
+from textual.geometry import Size
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+from .format import preview
+
+MORE_HINT = "press m to see more"
+
+
+@dataclass(frozen=True)
+class Part:
+    """One section of the pane: `text` is shown up to the preview bound, `empty` when it is blank."""
+
+    id: str
+    title: str
+    text: str
+    empty: str = "(none)"
+    language: str | None = None  # highlight the text as this language (e.g. "diff")
+
+
+class DetailPane(ScrollView, can_focus=True):
+    """A heading and sections of plain text; long fields are cut, with the rest behind `m`."""
+
+    DEFAULT_CSS = """
+    DetailPane { scrollbar-gutter: stable; }
+    """
+
+    def __init__(self, placeholder: str, *, id: str, classes: str | None = None) -> None:
+        super().__init__(id=id, classes=classes)
+        self.head = Text(placeholder)
+        self.parts: list[Part] = []
+        self.bodies: dict[str, str] = {}  # part id -> the text shown for it (cut, cleaned)
+        self.truncated: list[Part] = []  # parts cut at the bound, in order
+        self._text = Text(placeholder)
+        self._strips: list[Strip] = []
+        self._width = -1  # the width `_strips` were wrapped at
+
+    def show(self, head: Text, parts: list[Part]) -> None:
+        self.head = head
+        self.parts = parts
+        self.bodies = {}
+        self.truncated = []
+        text = head.copy()
+        for part in parts:
+            body, more = preview(part.text)
+            self.bodies[part.id] = body
+            text.append(f"\n\n{part.title}\n", style="bold")
+            if not body:
+                text.append(part.empty, style="dim")
+            elif part.language:
+                text.append_text(Syntax(body, part.language, theme="ansi_dark").highlight(body))
+            else:
+                text.append(body)
+            if more:
+                self.truncated.append(part)
+                text.append(f"\n… {more:,} more characters ({MORE_HINT})", style="bold italic yellow")
+        self._text = text
+        self._width = -1
+        self.scroll_to(0, 0, animate=False, immediate=True)
+        self._wrap()
+        self.refresh()
+
+    @property
+    def plain(self) -> str:
+        return self._text.plain
+
+    def on_resize(self) -> None:
+        self._wrap()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._width = -1
+        self._wrap()
+
+    def _wrap(self) -> None:
+        width = self.scrollable_size.width
+        if width <= 0 or width == self._width:
+            return
+        self._width = width
+        console = self.app.console
+        lines = self._text.wrap(console, width, overflow="fold")
+        base = self.rich_style
+        self._strips = [
+            Strip(Segment.apply_style(line.render(console), base), line.cell_len) for line in lines
+        ]
+        self.virtual_size = Size(width, len(self._strips))
+
+    def render_line(self, y: int) -> Strip:
+        width = self.scrollable_size.width
+        row = int(self.scroll_y) + y
+        if row >= len(self._strips):
+            return Strip.blank(width, self.rich_style)
+        return self._strips[row].crop_extend(0, width, self.rich_style)

@@ -1,0 +1,308 @@
+"""A keyed, capped table of rows drawn line by line, for views that a flood of runs updates.
+
+Textual's DataTable re-renders every visible cell when its focus or cursor changes (about 0.6 ms
+a cell here) and removes rows in time proportional to its size. This table keeps each row's
+rendered line until that row changes, so a tab switch, a focus change or a batch of new rows costs
+a few dictionary operations and the lines actually on screen.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterable
+from typing import Any, ClassVar
+
+from rich.segment import Segment
+from rich.text import Text
+from textual import events
+from textual.binding import Binding, BindingType
+from textual.geometry import Size
+from textual.message import Message
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
+
+# Column widths by column key (the same key means the same kind of content in every table).
+WIDTHS = {
+    "time": 8,
+    "stage": 17,
+    "hook": 14,
+    "session": 18,
+    "duration": 8,
+    "status": 6,
+    "hooks": 5,
+    "failed": 10,
+    "recover": 9,
+    "title": 20,
+    "agent": 8,
+    "model": 18,
+    "prompt": 12,
+    "notes": 5,
+    "origin": 12,
+    "change": 26,
+    "files": 14,
+    "review": 12,
+}
+MAX_ROWS = 1000  # rows a live table keeps (the journal keeps everything)
+PADDING = 1  # blank cells on each side of a column
+
+
+class KeyedTable(ScrollView, can_focus=True):
+    """Rows keyed by id, oldest first, capped at MAX_ROWS, following new rows while the cursor is on
+    the last one ("tail mode") and counting what arrived while the operator looked elsewhere.
+
+    The first line is the header and stays put; the rows scroll under it.
+    """
+
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("up", "cursor(-1)", "Up", show=False),
+        Binding("down", "cursor(1)", "Down", show=False),
+        Binding("pageup", "page(-1)", "Page up", show=False),
+        Binding("pagedown", "page(1)", "Page down", show=False),
+        Binding("home", "first", "First row", show=False),
+        Binding("end", "last", "Last row", show=False),
+    ]
+    COMPONENT_CLASSES: ClassVar[set[str]] = {
+        "keyed-table--header",
+        "keyed-table--cursor",
+        "keyed-table--even-row",
+    }
+    DEFAULT_CSS = """
+    KeyedTable {
+        background: $surface;
+        color: $foreground;
+        & > .keyed-table--header { text-style: bold; background: $panel; color: $foreground; }
+        & > .keyed-table--even-row { background: $surface-lighten-1 50%; }
+        & > .keyed-table--cursor {
+            background: $block-cursor-blurred-background;
+            color: $block-cursor-blurred-foreground;
+            text-style: $block-cursor-blurred-text-style;
+        }
+        &:focus > .keyed-table--cursor {
+            background: $block-cursor-background;
+            color: $block-cursor-foreground;
+            text-style: $block-cursor-text-style;
+        }
+        &:dark > .keyed-table--even-row { background: $surface-darken-1 40%; }
+    }
+    """
+
+    class RowHighlighted(Message):
+        """The cursor is on another row (by key, mouse, or because the table follows new rows)."""
+
+        def __init__(self, table: KeyedTable, cursor_row: int, key: str) -> None:
+            super().__init__()
+            self.table = table
+            self.cursor_row = cursor_row
+            self.key = key
+
+        @property
+        def control(self) -> KeyedTable:
+            return self.table
+
+    def __init__(self, columns: Iterable[tuple[str, str]], *, id: str) -> None:
+        super().__init__(id=id)
+        self.columns = list(columns)
+        self.widths = [WIDTHS.get(key, 12) for key, _ in self.columns]
+        self.cells: OrderedDict[str, list[Any]] = OrderedDict()  # what the table shows, oldest first
+        self._order: list[str] = []  # the keys of `cells`, indexable by row
+        self.cursor_row = 0
+        self.following = True
+        self.unseen = 0
+        self._lines: dict[str, Strip] = {}  # each row's line without row styles, until it changes
+        self._styled: dict[tuple[str, str], Strip] = {}  # (key, row style) -> the line as drawn
+        self._header: Strip | None = None
+        self._highlighted: str | None = None  # the key of the last RowHighlighted posted
+        self._update_size()
+
+    # ---- the rows -------------------------------------------------------------------------------
+
+    @property
+    def rows(self) -> OrderedDict[str, list[Any]]:
+        return self.cells
+
+    @property
+    def row_count(self) -> int:
+        return len(self._order)
+
+    def keys(self) -> list[str]:
+        return list(self._order)
+
+    def get_row_index(self, key: str) -> int:
+        return self._order.index(key)
+
+    def get_cell(self, key: str, column: str) -> Any:
+        return self.cells[key][[k for k, _ in self.columns].index(column)]
+
+    def selected_key(self) -> str | None:
+        return self._order[self.cursor_row] if 0 <= self.cursor_row < len(self._order) else None
+
+    def upsert(self, rows: list[tuple[str, list[Any]]]) -> None:
+        """Add or update rows (oldest first), keeping the newest MAX_ROWS."""
+        selected = self.selected_key()
+        added = 0
+        for key, cells in rows[-MAX_ROWS:]:
+            if key in self.cells:
+                self._forget(key)
+            else:
+                self._order.append(key)
+                added += 1
+            self.cells[key] = cells
+        trimmed = max(len(self._order) - MAX_ROWS, 0)
+        if trimmed:
+            for key in self._order[:trimmed]:
+                del self.cells[key]
+                self._forget(key)
+            del self._order[:trimmed]
+        self._update_size()
+        if self.following and (added or selected is None):
+            self.move_cursor(row=len(self._order) - 1)
+        else:
+            if added:
+                self.unseen += added
+            if selected is not None and selected in self.cells:
+                # Rows dropped off the top: keep the cursor, and what is on screen, on the same rows.
+                self.cursor_row = self._order.index(selected)
+                if trimmed:
+                    self.scroll_to(y=max(self.scroll_y - trimmed, 0), animate=False, immediate=True)
+            elif self._order:
+                self.move_cursor(row=min(self.cursor_row, len(self._order) - 1))
+        self.refresh()
+
+    def replace_all(self, rows: list[tuple[str, list[Any]]]) -> None:
+        self.clear()
+        self.following = True
+        self.upsert(rows)
+
+    def clear(self) -> None:
+        self.cells.clear()
+        self._order.clear()
+        self._lines.clear()
+        self._styled.clear()
+        self.cursor_row = 0
+        self.unseen = 0
+        self._update_size()
+        self.refresh()
+
+    def follow(self) -> None:
+        self.following = True
+        self.unseen = 0
+        if self._order:
+            self.move_cursor(row=len(self._order) - 1)
+
+    def _forget(self, key: str) -> None:
+        self._lines.pop(key, None)
+        for style in ("cursor", "even", "odd"):
+            self._styled.pop((key, style), None)
+
+    def _update_size(self) -> None:
+        width = sum(w + 2 * PADDING for w in self.widths)
+        self.virtual_size = Size(width, len(self._order) + 1)
+
+    # ---- the cursor -----------------------------------------------------------------------------
+
+    def move_cursor(self, *, row: int, animate: bool = False) -> None:
+        if not self._order:
+            self.cursor_row = 0
+            return
+        row = max(0, min(row, len(self._order) - 1))
+        changed = row != self.cursor_row
+        self.cursor_row = row
+        self.following = row == len(self._order) - 1
+        if self.following:
+            self.unseen = 0
+        self._scroll_to_cursor()
+        self.refresh()
+        key = self._order[row]
+        if changed or key != self._highlighted:
+            self._highlighted = key
+            self.post_message(self.RowHighlighted(self, row, key))
+
+    def _scroll_to_cursor(self) -> None:
+        visible = max(self.size.height - 1, 1)  # lines under the header
+        top = int(self.scroll_y)
+        if self.cursor_row < top:
+            self.scroll_to(y=self.cursor_row, animate=False, immediate=True)
+        elif self.cursor_row >= top + visible:
+            self.scroll_to(y=self.cursor_row - visible + 1, animate=False, immediate=True)
+
+    def action_cursor(self, delta: int) -> None:
+        self.move_cursor(row=self.cursor_row + delta)
+
+    def action_page(self, direction: int) -> None:
+        self.move_cursor(row=self.cursor_row + direction * max(self.size.height - 2, 1))
+
+    def action_first(self) -> None:
+        self.move_cursor(row=0)
+
+    def action_last(self) -> None:
+        self.move_cursor(row=len(self._order) - 1)
+
+    def on_click(self, event: events.Click) -> None:
+        if event.y >= 1:
+            self.move_cursor(row=int(self.scroll_y) + event.y - 1)
+
+    def on_resize(self) -> None:
+        self._scroll_to_cursor()
+
+    def on_focus(self) -> None:
+        self._styled.clear()  # the cursor's style depends on focus
+        self.refresh()
+
+    def on_blur(self) -> None:
+        self._styled.clear()
+        self.refresh()
+
+    def notify_style_update(self) -> None:
+        super().notify_style_update()
+        self._lines.clear()
+        self._styled.clear()
+        self._header = None
+
+    # ---- drawing --------------------------------------------------------------------------------
+
+    def _line(self, cells: list[Any]) -> Strip:
+        segments: list[Segment] = []
+        pad = " " * PADDING
+        for width, value in zip(self.widths, cells, strict=False):
+            text = value.copy() if isinstance(value, Text) else Text(str(value).replace("\n", " "))
+            text.truncate(width, overflow="ellipsis", pad=True)
+            segments.append(Segment(pad))
+            rendered = text.render(self.app.console)
+            if text.style:  # Text.render leaves the text's own style to its caller
+                rendered = Segment.apply_style(rendered, self.app.console.get_style(text.style))
+            segments.extend(rendered)
+            segments.append(Segment(pad))
+        return Strip(segments).simplify()
+
+    def _row(self, row: int) -> Strip:
+        key = self._order[row]
+        kind = "cursor" if row == self.cursor_row else ("even" if row % 2 else "odd")
+        styled = self._styled.get((key, kind))
+        if styled is None:
+            line = self._lines.get(key)
+            if line is None:
+                line = self._lines[key] = self._line(self.cells[key])
+            if kind == "cursor":
+                # The cursor's colours win over the cells' own.
+                style = self.get_component_rich_style("keyed-table--cursor")
+                styled = Strip(Segment.apply_style(line, self.rich_style, style), line.cell_length)
+            elif kind == "even":
+                style = self.get_component_rich_style("keyed-table--even-row")
+                styled = line.apply_style(self.rich_style + style)
+            else:
+                styled = line.apply_style(self.rich_style)
+            self._styled[(key, kind)] = styled
+        return styled
+
+    def render_line(self, y: int) -> Strip:
+        width = self.size.width
+        scroll_x = int(self.scroll_x)
+        if y == 0:
+            if self._header is None:
+                header = self._line([label for _, label in self.columns])
+                self._header = header.apply_style(self.get_component_rich_style("keyed-table--header"))
+            return self._header.crop_extend(scroll_x, scroll_x + width, self.rich_style)
+        row = int(self.scroll_y) + y - 1
+        if row >= len(self._order):
+            return Strip.blank(width, self.rich_style)
+        return self._row(row).crop_extend(scroll_x, scroll_x + width, self.rich_style)
