@@ -366,6 +366,9 @@ def build_app(engine: Engine, token: str) -> ASGIApp:
     @add("/v1/runs", "GET")
     async def runs(request: Request) -> Response:
         journal = _journal(engine)
+        # Runs already announced on the event stream must be in the answer: a client that reads
+        # /v1/health's seq, then this, then subscribes since that seq misses none of them.
+        await asyncio.to_thread(journal.flush)
         failed = request.query_params.get("failed")
         items = journal.runs(
             stage=request.query_params.get("stage"),
@@ -387,6 +390,7 @@ def build_app(engine: Engine, token: str) -> ASGIApp:
 
     @add("/v1/dispatches", "GET")
     async def dispatches(request: Request) -> Response:
+        await asyncio.to_thread(_journal(engine).flush)  # as for /v1/runs
         items = _journal(engine).dispatches(
             stage=request.query_params.get("stage"),
             session=request.query_params.get("session"),

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import gc
 import time
-from collections import Counter
+from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -153,6 +153,8 @@ class EvolveConsole(App[None]):
         self.counts: dict[str, int] = {}
         self.events_seen = Counter[str]()
         self._pending: list[dict[str, Any]] = []
+        self.applied_seq = 0  # the seq of the newest event applied to the screen
+        self._applied_runs: deque[tuple[int, dict[str, Any]]] = deque(maxlen=MAX_ROWS)
         self._ticks = 0
         self._dirty: set[str] = set()
         self.changes: dict[str, dict[str, Any]] = {}
@@ -199,6 +201,8 @@ class EvolveConsole(App[None]):
                 if health.get("pid") != self.engine_pid:
                     # A new engine process numbers its events from 1 again.
                     self.engine_pid, self.last_seq = health.get("pid"), None
+                    self.applied_seq = 0
+                    self._applied_runs.clear()
                 if self.last_seq is None:
                     # Events from here on are replayed after the history is loaded, so a run
                     # recorded in between is in one or the other (rows are keyed: no duplicates).
@@ -255,9 +259,12 @@ class EvolveConsole(App[None]):
     async def reload_runs(self) -> None:
         view = self.query_one(RunsView)
         params = {**view.filters(), "limit": HISTORY_LIMIT}
+        applied = self.applied_seq
         data = await self.client.get("/v1/runs", **params)
         self.counts = data.get("counts") or {}
         runs = [run_summary(r) for r in reversed(data["runs"])]
+        # Runs applied from the stream while the request was out may be newer than its answer.
+        runs += [run for seq, run in self._applied_runs if seq > applied]
         self.query_one("#runs-table", KeyedTable).replace_all([RunsView.row(r) for r in runs])
         self.render_counts()
 
@@ -362,17 +369,19 @@ class EvolveConsole(App[None]):
             self._flush_dirty()
             return
         events, self._pending = self._pending, []
+        self.applied_seq = int(events[-1].get("seq") or 0)
         runs: dict[str, dict[str, Any]] = {}
         stages: list[dict[str, Any]] = []
-        view = self.query_one(RunsView)
+        matches = self.query_one(RunsView).matcher()
         for event in events:
             kind = event.get("kind", "")
             self.events_seen[kind] += 1
             data = event.get("data") or {}
             if kind == "hook_run":
                 # Counts come from the journal (poll_counts): exact, also when the journal trims.
-                if view.matches(data):
-                    runs[data["id"]] = run_summary(data)
+                if matches(data):
+                    runs[data["id"]] = summary = run_summary(data)
+                    self._applied_runs.append((int(event.get("seq") or 0), summary))
             elif kind == "stage":
                 stages.append(data)
             elif kind in ("session_frozen", "notification", "opencode"):

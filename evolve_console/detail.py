@@ -13,10 +13,10 @@ from rich.segment import Segment
 from rich.syntax import Syntax
 from rich.text import Text
 from textual.geometry import Size
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from .format import preview
+from .lineview import LineView
 
 MORE_HINT = "press m to see more"
 
@@ -32,7 +32,7 @@ class Part:
     language: str | None = None  # highlight the text as this language (e.g. "diff")
 
 
-class DetailPane(ScrollView, can_focus=True):
+class DetailPane(LineView, can_focus=True):
     """A heading and sections of plain text; long fields are cut, with the rest behind `m`."""
 
     DEFAULT_CSS = """
@@ -93,15 +93,15 @@ class DetailPane(ScrollView, can_focus=True):
         self._width = width
         console = self.app.console
         lines = self._text.wrap(console, width, overflow="fold")
-        base = self.rich_style
+        base = self.base_style
         self._strips = [
             Strip(Segment.apply_style(line.render(console), base), line.cell_len) for line in lines
         ]
-        self.virtual_size = Size(width, len(self._strips))
+        self.set_virtual_size(Size(width, len(self._strips)))
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_size.width
         row = int(self.scroll_y) + y
         if row >= len(self._strips):
-            return Strip.blank(width, self.rich_style)
-        return self._strips[row].crop_extend(0, width, self.rich_style)
+            return Strip.blank(width, self.base_style)
+        return self._strips[row].crop_extend(0, width, self.base_style)

@@ -13,13 +13,15 @@ from collections.abc import Iterable
 from typing import Any, ClassVar
 
 from rich.segment import Segment
+from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.binding import Binding, BindingType
 from textual.geometry import Size
 from textual.message import Message
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
+
+from .lineview import LineView
 
 # Column widths by column key (the same key means the same kind of content in every table).
 WIDTHS = {
@@ -46,7 +48,7 @@ MAX_ROWS = 1000  # rows a live table keeps (the journal keeps everything)
 PADDING = 1  # blank cells on each side of a column
 
 
-class KeyedTable(ScrollView, can_focus=True):
+class KeyedTable(LineView, can_focus=True):
     """Rows keyed by id, oldest first, capped at MAX_ROWS, following new rows while the cursor is on
     the last one ("tail mode") and counting what arrived while the operator looked elsewhere.
 
@@ -111,6 +113,7 @@ class KeyedTable(ScrollView, can_focus=True):
         self._lines: dict[str, Strip] = {}  # each row's line without row styles, until it changes
         self._styled: dict[tuple[str, str], Strip] = {}  # (key, row style) -> the line as drawn
         self._header: Strip | None = None
+        self._component: dict[str, Style] = {}  # component class -> its style, until styles change
         self._highlighted: str | None = None  # the key of the last RowHighlighted posted
         self._update_size()
 
@@ -196,7 +199,7 @@ class KeyedTable(ScrollView, can_focus=True):
 
     def _update_size(self) -> None:
         width = sum(w + 2 * PADDING for w in self.widths)
-        self.virtual_size = Size(width, len(self._order) + 1)
+        self.set_virtual_size(Size(width, len(self._order) + 1))
 
     # ---- the cursor -----------------------------------------------------------------------------
 
@@ -245,18 +248,27 @@ class KeyedTable(ScrollView, can_focus=True):
         self._scroll_to_cursor()
 
     def on_focus(self) -> None:
-        self._styled.clear()  # the cursor's style depends on focus
-        self.refresh()
+        self._restyle()  # the cursor's style depends on focus
 
     def on_blur(self) -> None:
-        self._styled.clear()
-        self.refresh()
+        self._restyle()
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
         self._lines.clear()
+        self._restyle()
+
+    def _restyle(self) -> None:
         self._styled.clear()
+        self._component.clear()
         self._header = None
+        self.refresh()
+
+    def _style(self, component: str) -> Style:
+        style = self._component.get(component)
+        if style is None:
+            style = self._component[component] = self.get_component_rich_style(component)
+        return style
 
     # ---- drawing --------------------------------------------------------------------------------
 
@@ -284,13 +296,13 @@ class KeyedTable(ScrollView, can_focus=True):
                 line = self._lines[key] = self._line(self.cells[key])
             if kind == "cursor":
                 # The cursor's colours win over the cells' own.
-                style = self.get_component_rich_style("keyed-table--cursor")
-                styled = Strip(Segment.apply_style(line, self.rich_style, style), line.cell_length)
+                style = self._style("keyed-table--cursor")
+                styled = Strip(Segment.apply_style(line, self.base_style, style), line.cell_length)
             elif kind == "even":
-                style = self.get_component_rich_style("keyed-table--even-row")
-                styled = line.apply_style(self.rich_style + style)
+                style = self._style("keyed-table--even-row")
+                styled = line.apply_style(self.base_style + style)
             else:
-                styled = line.apply_style(self.rich_style)
+                styled = line.apply_style(self.base_style)
             self._styled[(key, kind)] = styled
         return styled
 
@@ -300,9 +312,9 @@ class KeyedTable(ScrollView, can_focus=True):
         if y == 0:
             if self._header is None:
                 header = self._line([label for _, label in self.columns])
-                self._header = header.apply_style(self.get_component_rich_style("keyed-table--header"))
-            return self._header.crop_extend(scroll_x, scroll_x + width, self.rich_style)
+                self._header = header.apply_style(self._style("keyed-table--header"))
+            return self._header.crop_extend(scroll_x, scroll_x + width, self.base_style)
         row = int(self.scroll_y) + y - 1
         if row >= len(self._order):
-            return Strip.blank(width, self.rich_style)
-        return self._row(row).crop_extend(scroll_x, scroll_x + width, self.rich_style)
+            return Strip.blank(width, self.base_style)
+        return self._row(row).crop_extend(scroll_x, scroll_x + width, self.base_style)

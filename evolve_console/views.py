@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
@@ -61,11 +62,18 @@ class RunsView(Vertical):
             values["failed"] = True
         return values
 
-    def matches(self, run: dict[str, Any]) -> bool:
+    def matcher(self) -> Callable[[dict[str, Any]], bool]:
+        """Whether a run passes the filters as they are now (read once for a batch of runs)."""
         f = self.filters()
-        if f.get("failed") and not run.get("error"):
-            return False
-        return all(run.get(k) == f[k] for k in ("stage", "hook", "session") if k in f)
+        failed = f.get("failed")
+        fields = [(k, f[k]) for k in ("stage", "hook", "session") if k in f]
+
+        def matches(run: dict[str, Any]) -> bool:
+            if failed and not run.get("error"):
+                return False
+            return all(run.get(k) == value for k, value in fields)
+
+        return matches
 
     @staticmethod
     def row(run: dict[str, Any]) -> tuple[str, list[Any]]:
