@@ -13,6 +13,7 @@ from rich.segment import Segment
 from rich.syntax import Syntax
 from rich.text import Text
 from textual.geometry import Size
+from textual.selection import Selection
 from textual.strip import Strip
 
 from .format import preview
@@ -46,6 +47,7 @@ class DetailPane(LineView, can_focus=True):
         self.bodies: dict[str, str] = {}  # part id -> the text shown for it (cut, cleaned)
         self.truncated: list[Part] = []  # parts cut at the bound, in order
         self._text = Text(placeholder)
+        self._wrapped: list[Text] = []  # the text's lines at the current width
         self._strips: list[Strip] = []
         self._width = -1  # the width `_strips` were wrapped at
 
@@ -92,16 +94,34 @@ class DetailPane(LineView, can_focus=True):
             return
         self._width = width
         console = self.app.console
-        lines = self._text.wrap(console, width, overflow="fold")
-        base = self.base_style
-        self._strips = [
-            Strip(Segment.apply_style(line.render(console), base), line.cell_len) for line in lines
-        ]
+        self._wrapped = list(self._text.wrap(console, width, overflow="fold"))
+        self._strips = [self._strip(line) for line in self._wrapped]
         self.set_virtual_size(Size(width, len(self._strips)))
+
+    def _strip(self, line: Text) -> Strip:
+        return Strip(Segment.apply_style(line.render(self.app.console), self.base_style), line.cell_len)
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_size.width
-        row = int(self.scroll_y) + y
+        row = self.scroll_offset.y + y  # rounded, as Textual rounds when it decides to redraw
         if row >= len(self._strips):
             return Strip.blank(width, self.base_style)
-        return self._strips[row].crop_extend(0, width, self.base_style)
+        strip = self._strips[row]
+        selection = self.text_selection
+        if selection is not None and (span := selection.get_span(row)) is not None:
+            line = self._wrapped[row].copy()
+            start, end = span
+            line.stylize(
+                self.screen.get_component_rich_style("screen--selection"),
+                start,
+                len(line) if end == -1 else end,
+            )
+            strip = self._strip(line)
+        # Offsets tell Textual which character is under the mouse, for selecting text to copy.
+        return strip.crop_extend(0, width, self.base_style).apply_offsets(0, row)
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        return selection.extract("\n".join(line.plain for line in self._wrapped)), "\n"
+
+    def selection_updated(self, selection: Selection | None) -> None:
+        self.refresh()

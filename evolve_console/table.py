@@ -166,7 +166,9 @@ class KeyedTable(LineView, can_focus=True):
                 # Rows dropped off the top: keep the cursor, and what is on screen, on the same rows.
                 self.cursor_row = self._order.index(selected)
                 if trimmed:
-                    self.scroll_to(y=max(self.scroll_y - trimmed, 0), animate=False, immediate=True)
+                    self.scroll_to(
+                        y=max(self.scroll_y - trimmed, 0), animate=False, force=True, immediate=True
+                    )
             elif self._order:
                 self.move_cursor(row=min(self.cursor_row, len(self._order) - 1))
         self.refresh()
@@ -222,11 +224,13 @@ class KeyedTable(LineView, can_focus=True):
 
     def _scroll_to_cursor(self) -> None:
         visible = max(self.size.height - 1, 1)  # lines under the header
-        top = int(self.scroll_y)
+        top = self.scroll_offset.y
+        # force: rows that just made the table taller than its view have no scrollbar until the
+        # next layout, and Textual refuses to scroll a view without one.
         if self.cursor_row < top:
-            self.scroll_to(y=self.cursor_row, animate=False, immediate=True)
+            self.scroll_to(y=self.cursor_row, animate=False, force=True, immediate=True)
         elif self.cursor_row >= top + visible:
-            self.scroll_to(y=self.cursor_row - visible + 1, animate=False, immediate=True)
+            self.scroll_to(y=self.cursor_row - visible + 1, animate=False, force=True, immediate=True)
 
     def action_cursor(self, delta: int) -> None:
         self.move_cursor(row=self.cursor_row + delta)
@@ -242,7 +246,7 @@ class KeyedTable(LineView, can_focus=True):
 
     def on_click(self, event: events.Click) -> None:
         if event.y >= 1:
-            self.move_cursor(row=int(self.scroll_y) + event.y - 1)
+            self.move_cursor(row=self.scroll_offset.y + event.y - 1)
 
     def on_resize(self) -> None:
         self._scroll_to_cursor()
@@ -308,13 +312,13 @@ class KeyedTable(LineView, can_focus=True):
 
     def render_line(self, y: int) -> Strip:
         width = self.size.width
-        scroll_x = int(self.scroll_x)
+        scroll_x = self.scroll_offset.x
         if y == 0:
             if self._header is None:
                 header = self._line([label for _, label in self.columns])
                 self._header = header.apply_style(self._style("keyed-table--header"))
             return self._header.crop_extend(scroll_x, scroll_x + width, self.base_style)
-        row = int(self.scroll_y) + y - 1
+        row = self.scroll_offset.y + y - 1  # scroll_offset rounds, as Textual does to redraw
         if row >= len(self._order):
             return Strip.blank(width, self.base_style)
         return self._row(row).crop_extend(scroll_x, scroll_x + width, self.base_style)

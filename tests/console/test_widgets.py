@@ -1,0 +1,306 @@
+"""The console's own widgets in small apps: the keyed table, the detail pane, the key bar.
+
+These are the parts drawn line by line for speed; the tests check what they draw and how they
+behave under keys, clicks and a stream of rows, through Textual's Pilot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding, BindingType
+from textual.geometry import Offset, Region
+from textual.pilot import Pilot
+from textual.selection import Selection
+from textual.widget import Widget
+
+from evolve_console.detail import DetailPane, Part
+from evolve_console.format import PREVIEW_LIMIT
+from evolve_console.table import MAX_ROWS, KeyedTable
+from evolve_console.widgets import KeyBar
+
+COLUMNS = [("time", "time"), ("stage", "stage"), ("status", "status")]
+
+
+def lines(widget: Widget) -> list[str]:
+    """The text of each line the widget draws now (what the screen gets from it)."""
+    size = widget.outer_size
+    return [strip.text for strip in widget.render_lines(Region(0, 0, size.width, size.height))]
+
+
+def rows(n: int, start: int = 0, stage: str = "idle") -> list[tuple[str, list[Any]]]:
+    return [(f"r{i}", [f"{i:08d}", stage, Text("ok", style="green")]) for i in range(start, start + n)]
+
+
+class TableApp(App[None]):
+    CSS = "KeyedTable { height: 12; width: 60; }"
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.highlighted: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield KeyedTable(COLUMNS, id="t")
+
+    def on_keyed_table_row_highlighted(self, event: KeyedTable.RowHighlighted) -> None:
+        self.highlighted.append(event.key)
+
+
+def run_app(
+    app: App[Any], scenario: Callable[[Pilot[Any]], Awaitable[None]], size: tuple[int, int] = (80, 20)
+) -> None:
+    async def main() -> None:
+        async with app.run_test(size=size) as pilot:
+            await pilot.pause()
+            await scenario(pilot)
+
+    asyncio.run(main())
+
+
+def test_table_follows_new_rows_and_reports_the_highlighted_key() -> None:
+    app = TableApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        table = app.query_one(KeyedTable)
+        table.upsert(rows(30))
+        await pilot.pause()
+        assert table.following and table.cursor_row == 29 and table.selected_key() == "r29"
+        assert app.highlighted[-1] == "r29"
+        shown = lines(table)
+        assert shown[0].split() == ["time", "stage", "status"]
+        assert "00000029" in shown[-1], "the newest row is on screen, at the bottom"
+        table.upsert(rows(5, start=30))
+        await pilot.pause()
+        assert table.selected_key() == "r34" and app.highlighted[-1] == "r34"
+        assert "00000034" in lines(table)[-1]
+
+    run_app(app, scenario)
+
+
+def test_table_parks_the_cursor_and_counts_what_arrives() -> None:
+    app = TableApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        table = app.query_one(KeyedTable)
+        table.upsert(rows(30))
+        table.focus()
+        await pilot.pause()
+        await pilot.press("up", "up")
+        assert not table.following and table.selected_key() == "r27"
+        table.upsert(rows(4, start=30))
+        await pilot.pause()
+        assert table.selected_key() == "r27" and table.unseen == 4
+        assert app.highlighted[-1] == "r27", "new rows while parked move nothing"
+        await pilot.press("end")
+        assert table.following and table.unseen == 0 and table.selected_key() == "r33"
+
+    run_app(app, scenario)
+
+
+def test_table_keeps_a_parked_row_on_screen_while_old_rows_are_dropped() -> None:
+    app = TableApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        table = app.query_one(KeyedTable)
+        table.upsert(rows(MAX_ROWS))
+        table.focus()
+        await pilot.pause()
+        await pilot.press("up", "up", "up")
+        parked = table.selected_key()
+        before = lines(table)
+        line_of_parked = next(i for i, line in enumerate(before) if f"{MAX_ROWS - 4:08d}" in line)
+        table.upsert(rows(50, start=MAX_ROWS))  # 50 of the oldest rows are dropped
+        await pilot.pause()
+        assert table.row_count == MAX_ROWS and "r0" not in table.rows and "r49" not in table.rows
+        assert table.selected_key() == parked
+        assert table.cursor_row == table.get_row_index(parked)
+        after = lines(table)
+        assert after == before, "the same rows on the same lines"
+        assert f"{MAX_ROWS - 4:08d}" in after[line_of_parked]
+
+    run_app(app, scenario)
+
+
+def test_table_redraws_an_updated_row_and_keeps_cell_styles() -> None:
+    app = TableApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        table = app.query_one(KeyedTable)
+        table.upsert([("a", ["1", "idle", Text("ok", style="green")]), ("b", ["2", "idle", "-"])])
+        await pilot.pause()
+        assert "ok" in lines(table)[1]
+        table.upsert([("a", ["1", "idle", Text("failed", style="bold red")])])
+        await pilot.pause()
+        assert table.row_count == 2 and table.keys() == ["a", "b"]
+        assert "failed" in lines(table)[1] and "ok" not in lines(table)[1]
+        size = table.outer_size
+        strip = table.render_lines(Region(0, 0, size.width, size.height))[1]
+        styles = [seg.style for seg in strip if seg.text.strip() == "failed"]
+        assert styles and styles[0] is not None and styles[0].bold
+        assert styles[0].color is not None and styles[0].color.triplet is not None
+        red, green, _ = styles[0].color.triplet
+        assert red > green, f"failed is drawn red, got {styles[0].color}"
+
+    run_app(app, scenario)
+
+
+def test_table_click_selects_the_row() -> None:
+    app = TableApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        table = app.query_one(KeyedTable)
+        table.upsert(rows(5))
+        await pilot.pause()
+        await pilot.click(KeyedTable, offset=Offset(3, 2))  # line 0 is the header, line 2 is r1
+        await pilot.pause()
+        assert table.selected_key() == "r1" and app.highlighted[-1] == "r1"
+        assert not table.following
+
+    run_app(app, scenario)
+
+
+def test_table_replace_all_and_a_selected_row_dropped() -> None:
+    app = TableApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        table = app.query_one(KeyedTable)
+        table.upsert(rows(10))
+        table.move_cursor(row=2)
+        table.replace_all(rows(3, start=100))
+        await pilot.pause()
+        assert table.keys() == ["r100", "r101", "r102"]
+        assert table.following and table.selected_key() == "r102"
+        table.clear()
+        await pilot.pause()
+        assert table.row_count == 0 and table.selected_key() is None
+        assert lines(table)[1].strip() == ""
+
+    run_app(app, scenario)
+
+
+class PaneApp(App[None]):
+    CSS = "DetailPane { height: 10; width: 40; }"
+
+    def compose(self) -> ComposeResult:
+        yield DetailPane("nothing yet", id="pane")
+
+
+def test_detail_pane_wraps_cuts_and_scrolls() -> None:
+    app = PaneApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        pane = app.query_one(DetailPane)
+        assert lines(pane)[0].startswith("nothing yet")
+        huge = "x" * (PREVIEW_LIMIT + 500)
+        words = " ".join(f"word{i}" for i in range(60))
+        pane.show(
+            Text("head line", style="bold"),
+            [Part("short", "short", words), Part("huge", "huge", huge), Part("empty", "empty", "")],
+        )
+        await pilot.pause()
+        shown = lines(pane)
+        assert shown[0].startswith("head line")
+        assert all(len(line.rstrip()) <= 40 for line in shown)
+        assert [p.id for p in pane.truncated] == ["huge"]
+        assert pane.bodies["huge"] == "x" * PREVIEW_LIMIT
+        assert "500 more characters (press m to see more)" in pane.plain
+        assert "(none)" in pane.plain, "an empty part says so"
+        assert pane.show_vertical_scrollbar
+        pane.focus()
+        await pilot.press("end")
+        await pilot.wait_for_animation()
+        assert "(none)" in lines(pane)[-1], "the last line is on screen after end"
+
+    run_app(app, scenario)
+
+
+def test_detail_pane_height_changes_update_the_scrollbar() -> None:
+    app = PaneApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        pane = app.query_one(DetailPane)
+        pane.show(Text("a"), [Part("p", "p", "\n".join(str(i) for i in range(50)))])
+        await pilot.pause()
+        assert pane.show_vertical_scrollbar
+        assert pane.vertical_scrollbar.window_virtual_size == pane.virtual_size.height >= 50
+        pane.show(Text("b"), [Part("p", "p", "\n".join(str(i) for i in range(20)))])
+        await pilot.pause()
+        assert pane.vertical_scrollbar.window_virtual_size == pane.virtual_size.height < 30
+        pane.show(Text("c"), [Part("p", "p", "short")])
+        await pilot.pause()
+        assert pane.virtual_size.height < 10 and pane.max_scroll_y == 0
+        pane.show(Text("d"), [Part("p", "p", "\n".join(str(i) for i in range(40)))])
+        await pilot.pause()
+        assert pane.show_vertical_scrollbar and pane.max_scroll_y > 0
+
+    run_app(app, scenario)
+
+
+def test_detail_pane_text_can_be_selected_for_copying() -> None:
+    app = PaneApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        pane = app.query_one(DetailPane)
+        pane.show(Text("session ses_42"), [Part("p", "prompt", "You are opencode.")])
+        await pilot.pause()
+        selected = pane.get_selection(Selection(Offset(8, 0), Offset(14, 0)))
+        assert selected is not None and selected[0] == "ses_42"
+        everything = pane.get_selection(Selection(None, None))
+        assert everything is not None and "You are opencode." in everything[0]
+
+    run_app(app, scenario)
+
+
+class KeysApp(App[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("f", "fire", "Fire", tooltip="fire it"),
+        Binding("a", "approve", "Approve"),
+        Binding("x", "hidden", "Hidden"),
+        Binding("1", "first", "First", show=False),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.done: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield KeyBar(id="keys")
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return {"approve": None, "hidden": False}.get(action, True)
+
+    def action_fire(self) -> None:
+        self.done.append("fire")
+
+    def action_approve(self) -> None:
+        self.done.append("approve")
+
+
+def test_key_bar_shows_keys_and_clicks_press_them() -> None:
+    app = KeysApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        bar = app.query_one(KeyBar)
+        await pilot.pause()
+        text = lines(bar)[0]
+        assert "f Fire" in text and "a Approve" in text
+        assert "Hidden" not in text, "check_action False hides a key"
+        assert "First" not in text, "show=False keys are not listed"
+        assert "palette" in text
+        assert [k[0] for k in bar.keys if not k[3]] == ["a"], "check_action None dims a key"
+        fire_x = text.index("f Fire")
+        await pilot.click(KeyBar, offset=Offset(fire_x + 2, 0))
+        await pilot.pause()
+        assert app.done == ["fire"]
+        await pilot.click(KeyBar, offset=Offset(text.index("a Approve") + 2, 0))
+        await pilot.pause()
+        assert app.done == ["fire"], "a dimmed key does nothing"
+        await pilot.hover(KeyBar, offset=Offset(fire_x, 0))
+        await pilot.pause()
+        assert bar.tooltip == "fire it"
+
+    run_app(app, scenario, size=(80, 3))
