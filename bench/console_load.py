@@ -13,11 +13,14 @@ Two ways to run the console (`--mode`):
 * ``tmux`` (default when tmux is installed): the real command
   ``python -m engine console --attach URL --token T`` in a detached tmux session of 140x40.
   **Key latency** = from just before ``tmux send-keys`` until the first ``tmux capture-pane`` of
-  the screen (a capture every ~10 ms: ~4 ms each plus a `--poll-ms` pause) that shows the other
-  tab: ``2`` (stage results) is seen when the stages table header (``hooks … failed … recover``)
-  is on screen, ``1`` (hook runs) when the ``runs in the journal`` status line is. This is what tmux, as the terminal, has
-  drawn: key through the pty, the console's handling, its render, its output parsed by tmux. The
-  polling adds up to one capture interval (printed). **Memory** = VmRSS of the console process
+  the screen (a capture every ~10 ms: ~4 ms each plus a `--poll-ms` pause) that shows the key's
+  effect. The keys, in turn: ``2`` (stage results) is seen when the stages table header
+  (``hooks … failed … recover``) is on screen, ``1`` (hook runs) when the ``runs in the journal``
+  status line is; ``up`` when the runs table's cursor (the one row drawn in the cursor's colours,
+  found with ``capture-pane -e``) is one line higher than before the press, and ``g`` (follow)
+  when it is on the table's last line again. ``--keys views`` presses only ``2`` and ``1``. This
+  is what tmux, as the terminal, has drawn: key through the pty, the console's handling, its
+  render, its output parsed by tmux. The polling adds up to one capture interval (printed). **Memory** = VmRSS of the console process
   (the pane's process, which execs python) from /proc, sampled every 0.5 s; VmHWM is its peak.
 * ``inprocess``: ``EvolveConsole(target).run_test(size=(140, 40))`` in this process (headless).
   **Key latency** = from just before ``pilot.press(key)`` until the first compositor update handed
@@ -25,9 +28,10 @@ Two ways to run the console (`--mode`):
   is among the visible widgets. **Memory** = VmRSS of this process (console plus a little bench
   code; the load generator is a separate process).
 
-Keys alternate ``2`` / ``1`` every ``--key-interval`` s (0.5 s): first ``--idle-probes`` presses
-with no load (a baseline), then presses throughout the load on a 0.5 s schedule (at once when the
-previous one took longer). A press not on screen within `--key-timeout` s (30) is counted apart,
+The inprocess mode presses only ``2`` and ``1``. A key is pressed every ``--key-interval`` s
+(0.5 s): first ``--idle-probes`` presses with no load (a baseline; 200 runs are recorded before the
+console starts, so the table has rows to move over), then presses throughout the load on a 0.5 s
+schedule (at once when the previous one took longer). A press not on screen within `--key-timeout` s (30) is counted apart,
 not as a sample. Target: p95 < 100 ms under load.
 
 After the load, the engine's journal must hold every generated run: the journal's `stage = 'load'`
@@ -72,6 +76,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -270,6 +275,7 @@ class Result:
     mode: str
     idle_ms: list[float] = field(default_factory=list)
     load_ms: list[float] = field(default_factory=list)
+    by_key: dict[str, list[float]] = field(default_factory=dict)  # under load, per kind of key
     timeouts: int = 0
     rss_start_mb: float = 0.0
     rss_end_mb: float = 0.0
@@ -358,9 +364,39 @@ class Tmux:
     def screen(self) -> str:
         return self.run("capture-pane", "-p", "-t", "console")
 
+    def styled_screen(self) -> str:
+        """The screen with its colours, as SGR escape sequences."""
+        return self.run("capture-pane", "-e", "-p", "-t", "console")
+
     def kill(self) -> None:
         with contextlib.suppress(subprocess.CalledProcessError, FileNotFoundError):
             self.run("kill-server")
+
+
+SGR = re.compile(r"\x1b\[[0-9;]*m")
+LEADING_SGR = re.compile(r"^(?:\x1b\[[0-9;]*m)*")
+
+
+def cursor_line(styled: str) -> tuple[int, int] | None:
+    """(screen line of the runs table's cursor, screen line of its last row) in a styled capture.
+
+    The table's lines lie between its header (``time stage hook session duration status``) and the
+    status line; every row starts with the colours of its kind (odd, even stripe, cursor), and the
+    cursor's are the ones that start exactly one line.
+    """
+    lines = styled.splitlines()
+    plain = [SGR.sub("", line).split("▊")[0] for line in lines]  # the table, left of the detail pane
+    try:
+        header = next(i for i, t in enumerate(plain) if t.split()[:3] == ["time", "stage", "hook"])
+        status = next(i for i, t in enumerate(plain) if "runs in the journal" in t)
+    except StopIteration:
+        return None
+    rows = [i for i in range(header + 1, status) if plain[i].strip()]
+    if len(rows) < 3:
+        return None
+    prefixes = [LEADING_SGR.match(lines[i]).group(0) for i in rows]  # type: ignore[union-attr]
+    unique = [i for i, prefix in zip(rows, prefixes, strict=True) if prefixes.count(prefix) == 1]
+    return (unique[0], rows[-1]) if len(unique) == 1 else None
 
 
 def is_showing(screen: str, tab: str) -> bool:
@@ -405,26 +441,57 @@ def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Res
             if shown is not None and schedule.started is not None:
                 result.max_behind = max(result.max_behind, schedule.expected(time.monotonic()) - shown[2])
 
+        # The keys pressed in turn: a view switch to stage results and back (the heaviest repaint),
+        # then, in the runs table, the cursor up one row (leaving tail mode) and `g` (follow
+        # again: the cursor jumps to the newest row at the bottom).
+        keys = ["2", "1", "Up", "g"] if args.keys == "all" else ["2", "1"]
+        state = {"next": 0}
+
+        def effect_of(key: str) -> Callable[[], tuple[bool, str]]:
+            if key in ("1", "2"):
+                target = "runs" if key == "1" else "stages"
+
+                def tab() -> tuple[bool, str]:
+                    screen = tmux.screen()
+                    return is_showing(screen, target), screen
+
+                return tab
+            before = cursor_line(tmux.styled_screen())
+            if before is None:
+                raise RuntimeError("the runs table's cursor is not on screen")
+
+            def cursor() -> tuple[bool, str]:
+                styled = tmux.styled_screen()
+                now = cursor_line(styled)
+                if now is None:
+                    return False, styled
+                line, bottom = now
+                return (line == before[0] - 1) if key == "Up" else (line == bottom), SGR.sub("", styled)
+
+            return cursor
+
         def probe() -> float | None:
-            target = "stages" if state["tab"] == "runs" else "runs"
-            key = "2" if target == "stages" else "1"
+            key = keys[state["next"] % len(keys)]
+            state["next"] += 1
+            check = effect_of(key)
             t0 = time.perf_counter()
             tmux.run("send-keys", "-t", "console", key)
             while True:
                 c0 = time.perf_counter()
-                screen = tmux.screen()
+                ok, screen = check()
                 captures.append(time.perf_counter() - c0)
                 now = time.perf_counter()
-                if is_showing(screen, target):
-                    state["tab"] = target
+                if ok:
                     note_behind(screen)
-                    return (now - t0) * 1000
+                    ms = (now - t0) * 1000
+                    result.by_key.setdefault(key, []).append(ms)
+                    return ms
                 if now - t0 > args.key_timeout:
-                    # Not counted; wait until it shows, or the next press would find its view already
+                    # Not counted; wait until it shows, or the next press would find its effect already
                     # on screen and look instant.
-                    state["tab"] = target
+                    print(f"key {key!r} not seen within {args.key_timeout:g} s", file=sys.stderr)
                     with contextlib.suppress(RuntimeError):
-                        wait_screen(tmux, lambda s: is_showing(s, target), 120)
+                        wait_screen(tmux, lambda s: check()[0], 120)
                     return None
                 time.sleep(args.poll_ms / 1000)
 
@@ -435,6 +502,8 @@ def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Res
             else:
                 result.idle_ms.append(ms)
             time.sleep(args.key_interval)
+        result.by_key.clear()  # from here on: under load
+        state["next"] = 0
 
         server_pid = int(tmux.run("display-message", "-p", "#{pid}").strip())
         cpu0 = cpu_s(pid), cpu_s(engine.proc.pid), cpu_s(server_pid)
@@ -467,10 +536,9 @@ def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Res
             if captures
             else ""
         )
-        if state["tab"] != "runs":
-            tmux.run("send-keys", "-t", "console", "1")
-            with contextlib.suppress(RuntimeError):  # a console still busy shows it later
-                wait_screen(tmux, lambda s: is_showing(s, "runs"), 10)
+        tmux.run("send-keys", "-t", "console", "1")  # the count is read from the runs view
+        with contextlib.suppress(RuntimeError):  # a console still busy shows it later
+            wait_screen(tmux, lambda s: is_showing(s, "runs"), 10)
 
         engine_counts = engine.stable_counts()
         settle_start = time.monotonic()
@@ -659,6 +727,12 @@ def summarize(
                 f"key latency {label:>10}: n={len(values):>3}  p50 {percentile(values, 0.5):6.1f} ms  "
                 f"p95 {percentile(values, 0.95):6.1f} ms  max {max(values):6.1f} ms"
             )
+    names = {"1": "1 (view: runs)", "2": "2 (view: stages)", "Up": "up (cursor)", "g": "g (follow)"}
+    for key, values in result.by_key.items():
+        print(
+            f"  under load, {names.get(key, key):>16}: n={len(values):>3}  p50 {percentile(values, 0.5):6.1f} ms  "
+            f"p95 {percentile(values, 0.95):6.1f} ms  max {max(values):6.1f} ms"
+        )
     if result.timeouts:
         print(f"key presses not seen on screen within {args.key_timeout:g} s: {result.timeouts}")
     if result.load_wall_s:
@@ -682,17 +756,18 @@ def summarize(
         f"console RSS: start {result.rss_start_mb:.1f} MB, end {result.rss_end_mb:.1f} MB, "
         f"max sampled {result.rss_max_mb:.1f} MB, peak (VmHWM) {result.hwm_mb:.1f} MB"
     )
-    load_before = by_stage_before.get("load", (0, 0))[0]
+    load_before, failed_before = by_stage_before.get("load", (0, 0))
     load_runs, load_failed = by_stage_after.get("load", (0, 0))
+    load_runs, load_failed = load_runs - load_before, load_failed - failed_before
     others = sum(n for s, (n, _) in by_stage_after.items() if s != "load") - sum(
         n for s, (n, _) in by_stage_before.items() if s != "load"
     )
-    journal_ok = load_runs - load_before == gen["recorded"] and after["runs"] == before["runs"] + gen[
-        "recorded"
-    ] + max(others, 0)
+    journal_ok = load_runs == gen["recorded"] and after["runs"] == before["runs"] + gen["recorded"] + max(
+        others, 0
+    )
     expected_failed = sum(1 for i in range(gen["per_batch"]) if i % 17 == 0) * gen["requests"]
     print(
-        f"journal: {before['runs']:,} runs before, {after['runs']:,} after; stage 'load' rows "
+        f"journal: {before['runs']:,} runs before, {after['runs']:,} after; new stage 'load' rows "
         f"{load_runs:,} ({load_failed:,} failed, {expected_failed:,} expected) for {gen['recorded']:,} generated; "
         f"{others} other runs meanwhile -> {'every run kept' if journal_ok else 'RUNS MISSING'}"
     )
@@ -785,6 +860,12 @@ def main() -> int:
         default=None,
         help="EVOLVE_JOURNAL_MAX_RUNS for the engine (default: the runs generated + 100000)",
     )
+    parser.add_argument(
+        "--keys",
+        choices=["all", "views"],
+        default="all",
+        help="tmux mode: press 2, 1, up, g in turn (all, default) or only the view keys 2, 1 (views)",
+    )
     parser.add_argument("--keep", action="store_true", help="keep the temporary workspace (path printed)")
     args = parser.parse_args()
     if args.mode == "tmux" and not shutil.which("tmux"):
@@ -813,6 +894,10 @@ def main() -> int:
     engine = EngineProcess(workspace, env)
     try:
         engine.wait_ready()
+        with engine.client() as c:  # some history, so that the cursor has rows to move over at idle
+            c.post(
+                "/v1/debug/load", json={"count": 200, "stdout_bytes": args.stdout_bytes}
+            ).raise_for_status()
         before = engine.stable_counts()
         by_stage_before = journal_runs_by_stage(workspace)
         if args.mode == "tmux":

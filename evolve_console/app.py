@@ -97,6 +97,7 @@ def _runner(app: App[Any], action: str) -> Callable[[], Any]:
 class EvolveConsole(App[None]):
     CSS_PATH = str(Path(__file__).with_name("console.tcss"))  # also for subclasses elsewhere
     TITLE = "evolve"
+    AUTO_FOCUS = "#runs-table"  # arrow keys move through the runs at once (not the tab bar)
     COMMANDS = App.COMMANDS | {EvolveCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(

@@ -23,7 +23,8 @@ from textual.strip import Strip
 
 from .lineview import LineView
 
-# Column widths by column key (the same key means the same kind of content in every table).
+# Column widths by column key (the same key means the same kind of content in every table). Each
+# table fits its pane in a 140-column terminal without a horizontal scrollbar.
 WIDTHS = {
     "time": 8,
     "stage": 17,
@@ -34,10 +35,10 @@ WIDTHS = {
     "hooks": 5,
     "failed": 10,
     "recover": 9,
-    "title": 20,
+    "title": 16,
     "agent": 8,
-    "model": 18,
-    "prompt": 12,
+    "model": 16,
+    "prompt": 11,
     "notes": 5,
     "origin": 12,
     "change": 26,
@@ -45,7 +46,6 @@ WIDTHS = {
     "review": 12,
 }
 MAX_ROWS = 1000  # rows a live table keeps (the journal keeps everything)
-PADDING = 1  # blank cells on each side of a column
 
 
 class KeyedTable(LineView, can_focus=True):
@@ -70,6 +70,7 @@ class KeyedTable(LineView, can_focus=True):
     }
     DEFAULT_CSS = """
     KeyedTable {
+        scrollbar-size-vertical: 1;
         background: $surface;
         color: $foreground;
         & > .keyed-table--header { text-style: bold; background: $panel; color: $foreground; }
@@ -200,7 +201,7 @@ class KeyedTable(LineView, can_focus=True):
             self._styled.pop((key, style), None)
 
     def _update_size(self) -> None:
-        width = sum(w + 2 * PADDING for w in self.widths)
+        width = sum(self.widths) + len(self.widths) + 1  # a blank before each column and at the end
         self.set_virtual_size(Size(width, len(self._order) + 1))
 
     # ---- the cursor -----------------------------------------------------------------------------
@@ -223,7 +224,7 @@ class KeyedTable(LineView, can_focus=True):
             self.post_message(self.RowHighlighted(self, row, key))
 
     def _scroll_to_cursor(self) -> None:
-        visible = max(self.size.height - 1, 1)  # lines under the header
+        visible = max(self.scrollable_size.height - 1, 1)  # lines under the header
         top = self.scroll_offset.y
         # force: rows that just made the table taller than its view have no scrollbar until the
         # next layout, and Textual refuses to scroll a view without one.
@@ -236,7 +237,7 @@ class KeyedTable(LineView, can_focus=True):
         self.move_cursor(row=self.cursor_row + delta)
 
     def action_page(self, direction: int) -> None:
-        self.move_cursor(row=self.cursor_row + direction * max(self.size.height - 2, 1))
+        self.move_cursor(row=self.cursor_row + direction * max(self.scrollable_size.height - 2, 1))
 
     def action_first(self) -> None:
         self.move_cursor(row=0)
@@ -249,6 +250,8 @@ class KeyedTable(LineView, can_focus=True):
             self.move_cursor(row=self.scroll_offset.y + event.y - 1)
 
     def on_resize(self) -> None:
+        self._lines.clear()  # drawn to the old width
+        self._restyle()
         self._scroll_to_cursor()
 
     def on_focus(self) -> None:
@@ -277,17 +280,19 @@ class KeyedTable(LineView, can_focus=True):
     # ---- drawing --------------------------------------------------------------------------------
 
     def _line(self, cells: list[Any]) -> Strip:
+        console = self.app.console
         segments: list[Segment] = []
-        pad = " " * PADDING
         for width, value in zip(self.widths, cells, strict=False):
             text = value.copy() if isinstance(value, Text) else Text(str(value).replace("\n", " "))
             text.truncate(width, overflow="ellipsis", pad=True)
-            segments.append(Segment(pad))
-            rendered = text.render(self.app.console)
+            segments.append(Segment(" "))
+            rendered = text.render(console)
             if text.style:  # Text.render leaves the text's own style to its caller
-                rendered = Segment.apply_style(rendered, self.app.console.get_style(text.style))
+                rendered = Segment.apply_style(rendered, console.get_style(text.style))
             segments.extend(rendered)
-            segments.append(Segment(pad))
+        # Up to the view's right edge, so that the row's background (stripe, cursor) spans it.
+        end = max(self.virtual_size.width, self.scrollable_size.width) - sum(self.widths) - len(self.widths)
+        segments.append(Segment(" " * max(end, 1)))
         return Strip(segments).simplify()
 
     def _row(self, row: int) -> Strip:
@@ -311,7 +316,7 @@ class KeyedTable(LineView, can_focus=True):
         return styled
 
     def render_line(self, y: int) -> Strip:
-        width = self.size.width
+        width = self.scrollable_size.width
         scroll_x = self.scroll_offset.x
         if y == 0:
             if self._header is None:
