@@ -507,15 +507,17 @@ class EvolveConsole(App[None]):
     # ---- actions ----------------------------------------------------------------------------
 
     def action_show_tab(self, tab: str) -> None:
-        # Drop focus first: a focused widget in the pane being hidden would pull its tab back.
-        self.screen.set_focus(None)
         self.query_one(TabbedContent).active = tab
-        # Ask the screen for the new layout now, not after the request has climbed the DOM one
-        # message queue at a time (about 30 ms here).
-        self.screen.refresh(layout=True)
+        # Lay the screen out once, now. Left to itself, each pane shown or hidden asks for a layout
+        # through its own message queue: that reaches the screen some 30 ms later, and a second
+        # request right after lays out and redraws the whole screen again (15 KB of output each).
+        for pane in self.query(TabPane):
+            pane._layout_required = False  # the screen's layout below covers them
+        self.screen.refresh(layout=True, repaint=False)  # the layout repaints what it moved
+        # The focus goes with the view, in the same frame (every focus change repaints the whole
+        # screen), and off the hidden pane, whose focused widget would pull its tab back.
         tables = self.query_one(f"TabPane#{tab}").query(KeyedTable)
-        if tables:
-            self.call_after_refresh(tables.first().focus)
+        self.screen.set_focus(tables.first() if tables else None)
 
     def selected_change(self) -> dict[str, Any] | None:
         if self.query_one(TabbedContent).active != "changes":

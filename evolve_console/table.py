@@ -114,6 +114,7 @@ class KeyedTable(LineView, can_focus=True):
         self._lines: dict[str, Strip] = {}  # each row's line without row styles, until it changes
         self._styled: dict[tuple[str, str], Strip] = {}  # (key, row style) -> the line as drawn
         self._header: Strip | None = None
+        self._drawn_width = 0  # the view width rows were drawn for
         self._component: dict[str, Style] = {}  # component class -> its style, until styles change
         self._highlighted: str | None = None  # the key of the last RowHighlighted posted
         self._update_size()
@@ -224,7 +225,9 @@ class KeyedTable(LineView, can_focus=True):
             self.post_message(self.RowHighlighted(self, row, key))
 
     def _scroll_to_cursor(self) -> None:
-        visible = max(self.scrollable_size.height - 1, 1)  # lines under the header
+        if self.scrollable_size.height <= 1:
+            return  # hidden (another view is shown): done on the resize that shows it
+        visible = self.scrollable_size.height - 1  # lines under the header
         top = self.scroll_offset.y
         # force: rows that just made the table taller than its view have no scrollbar until the
         # next layout, and Textual refuses to scroll a view without one.
@@ -250,8 +253,12 @@ class KeyedTable(LineView, can_focus=True):
             self.move_cursor(row=self.scroll_offset.y + event.y - 1)
 
     def on_resize(self) -> None:
-        self._lines.clear()  # drawn to the old width
-        self._restyle()
+        # Also sent when the table's view is shown again: redraw only if its width changed.
+        width = self.scrollable_size.width
+        if width and width != self._drawn_width:  # (a hidden table has no width)
+            self._drawn_width = width
+            self._lines.clear()  # drawn to the old width
+            self._restyle()
         self._scroll_to_cursor()
 
     def on_focus(self) -> None:
@@ -262,8 +269,7 @@ class KeyedTable(LineView, can_focus=True):
 
     def notify_style_update(self) -> None:
         super().notify_style_update()
-        self._lines.clear()
-        self._restyle()
+        self._restyle()  # rows keep their drawn cells: those carry only the cells' own styles
 
     def _restyle(self) -> None:
         self._styled.clear()
