@@ -588,6 +588,18 @@ def test_engine_restart_reconnects_with_history(engine: EngineProcess) -> None:
     drive(engine, scenario)
 
 
+def test_runs_just_recorded_are_in_the_next_read(workspace: Path, start_engine: StartEngine) -> None:
+    """The journal writes in batches; a read must still hold every run recorded (and announced on
+    the event stream) before it, or a console loading its history would miss them."""
+    engine = start_engine(workspace, EVOLVE_DEBUG_LOAD="1")
+    base = engine.get("/v1/runs", limit=0)["counts"]["runs"]
+    for round_ in range(1, 6):
+        assert engine.post("/v1/debug/load", {"count": 40})["recorded"] == 40
+        runs = engine.get("/v1/runs", limit=1000)
+        assert runs["counts"]["runs"] == base + 40 * round_
+        assert len(runs["runs"]) == min(base + 40 * round_, 1000)
+
+
 def test_runs_recorded_while_connecting_are_not_lost(workspace: Path, start_engine: StartEngine) -> None:
     engine = start_engine(workspace, EVOLVE_DEBUG_LOAD="1")
     stop = threading.Event()
