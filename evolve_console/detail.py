@@ -50,6 +50,7 @@ class DetailPane(LineView, can_focus=True):
         self._wrapped: list[Text] = []  # the text's lines at the current width
         self._strips: list[Strip] = []
         self._width = -1  # the width `_strips` were wrapped at
+        self._shown_width = 0  # the width it had when last shown
 
     def show(self, head: Text, parts: list[Part]) -> None:
         self.head = head
@@ -89,9 +90,12 @@ class DetailPane(LineView, can_focus=True):
         self._wrap()
 
     def _wrap(self) -> None:
-        width = self.scrollable_size.width
+        # Hidden behind another view the pane has no width: wrap for the width it had, so that
+        # the key press which shows it again does not wait for the wrapping.
+        width = self.scrollable_size.width or self._shown_width
         if width <= 0 or width == self._width:
             return
+        self._shown_width = width
         self._width = width
         console = self.app.console
         self._wrapped = list(self._text.wrap(console, width, overflow="fold"))

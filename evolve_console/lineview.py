@@ -38,10 +38,13 @@ class LineView(ScrollView):
         if size == old:
             return
         viewport = self.scrollable_size
+        if not viewport.height:
+            # Hidden behind another view: the layout that shows it again sizes its scrollbars.
+            self.set_reactive(ScrollView.virtual_size, size)
+            return
         update = getattr(self, "_scroll_update", None)  # Textual's own scrollbar update
         same_bars = (
             update is not None
-            and viewport.height > 0
             and size.width == old.width
             and (size.height > viewport.height) == (old.height > viewport.height)
         )

@@ -115,6 +115,7 @@ class KeyedTable(LineView, can_focus=True):
         self._styled: dict[tuple[str, str], Strip] = {}  # (key, row style) -> the line as drawn
         self._header: Strip | None = None
         self._drawn_width = 0  # the view width rows were drawn for
+        self._drawn_height = 0  # and its height
         self._component: dict[str, Style] = {}  # component class -> its style, until styles change
         self._highlighted: str | None = None  # the key of the last RowHighlighted posted
         self._update_size()
@@ -173,6 +174,12 @@ class KeyedTable(LineView, can_focus=True):
                     )
             elif self._order:
                 self.move_cursor(row=min(self.cursor_row, len(self._order) - 1))
+        if self.following and self._drawn_height and not self.scrollable_size.height:
+            # Hidden behind another view: draw now the rows it will show when it comes back, so
+            # that the key press which shows it does not wait for them.
+            for key in self._order[-self._drawn_height :]:
+                if key not in self._lines:
+                    self._lines[key] = self._line(self.cells[key])
         self.refresh()
 
     def replace_all(self, rows: list[tuple[str, list[Any]]]) -> None:
@@ -253,6 +260,7 @@ class KeyedTable(LineView, can_focus=True):
             self.move_cursor(row=self.scroll_offset.y + event.y - 1)
 
     def on_resize(self) -> None:
+        self._drawn_height = self.scrollable_size.height or self._drawn_height
         # Also sent when the table's view is shown again: redraw only if its width changed.
         width = self.scrollable_size.width
         if width and width != self._drawn_width:  # (a hidden table has no width)
