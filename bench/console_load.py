@@ -578,7 +578,6 @@ def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Res
 
 
 async def run_inprocess(engine: EngineProcess, args: argparse.Namespace) -> Result:
-    from textual.widgets import TabbedContent
 
     from evolve_console.app import EvolveConsole
     from evolve_console.client import Target
@@ -624,7 +623,7 @@ async def run_inprocess(engine: EngineProcess, args: argparse.Namespace) -> Resu
                 for at, shown in reversed(frames):
                     if at < t0:
                         break
-                    if shown == target and app.query_one(TabbedContent).active == target:
+                    if shown == target and app.shown == target:
                         first = min(a for a, s in frames if a >= t0 and s == target)
                         return (first - t0) * 1000
                 if time.perf_counter() - t0 > args.key_timeout:

@@ -24,7 +24,7 @@ from textual.command import Hit, Hits, Provider
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widgets import Button, Input, Switch, TabbedContent, TabPane
+from textual.widgets import Button, Input, Switch
 from textual.worker import Worker, WorkerState
 
 from .client import EngineClient, EngineError, EngineGone, Target, read_announcement
@@ -39,9 +39,16 @@ from .views import (
     StagesView,
     run_summary,
 )
-from .widgets import ConfirmScreen, KeyBar, Line, MoreScreen, ResultScreen, StageScreen
+from .widgets import ConfirmScreen, KeyBar, Line, MoreScreen, ResultScreen, StageScreen, ViewBar
 
 HISTORY_LIMIT = 500
+VIEWS = [  # (view id, key, label)
+    ("runs", "1", "Hook runs"),
+    ("stages", "2", "Stage results"),
+    ("sessions", "3", "Sessions"),
+    ("heartbeat", "4", "Heartbeat"),
+    ("changes", "5", "Self-modifications"),
+]
 FLOOD = 100  # pending events per tick (a quarter second) above which repaints slow down
 
 
@@ -163,22 +170,24 @@ class EvolveConsole(App[None]):
         self.dispatches: dict[str, dict[str, Any]] = {}
         self.run_detail: dict[str, Any] | None = None
         self.first_load = asyncio.Event()
+        self.shown = "runs"  # the view on screen
 
     # ---- layout -----------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         yield Line(id="connection")
-        with TabbedContent(initial="runs", id="tabs"):
-            with TabPane("1 Hook runs", id="runs"):
-                yield RunsView()
-            with TabPane("2 Stage results", id="stages"):
-                yield StagesView()
-            with TabPane("3 Sessions", id="sessions"):
-                yield SessionsView()
-            with TabPane("4 Heartbeat", id="heartbeat"):
-                yield HeartbeatView()
-            with TabPane("5 Self-modifications", id="changes"):
-                yield ChangesView()
+        yield ViewBar(VIEWS, shown=self.shown, id="views")
+        pages = {
+            "runs": RunsView,
+            "stages": StagesView,
+            "sessions": SessionsView,
+            "heartbeat": HeartbeatView,
+            "changes": ChangesView,
+        }
+        for view, _, _ in VIEWS:
+            page = pages[view](id=view, classes="page")
+            page.display = view == self.shown
+            yield page
         yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
@@ -253,12 +262,10 @@ class EvolveConsole(App[None]):
             # The widgets, styles and history loaded so far live as long as the console. Without
             # this, every full garbage collection walks them all again (about 45 ms here, every
             # few seconds under a flood of runs), and a key press waiting behind one shows late.
+            # (Making the later full collections rarer does not pay: the cyclic garbage of the
+            # event loop piles up in between, and one collection then takes 60 ms, not 8.)
             gc.collect()
             gc.freeze()
-            # What lives on (rows, drawn lines) is capped, and its garbage is freed by reference
-            # counting: full collections ten times rarer cost ten times less, at the same pause.
-            gen0, gen1, _ = gc.get_threshold()
-            gc.set_threshold(gen0, gen1, 100)
         self.first_load.set()
 
     async def reload_runs(self) -> None:
@@ -449,7 +456,7 @@ class EvolveConsole(App[None]):
 
     def tick_clock(self) -> None:
         with contextlib.suppress(NoMatches):  # the console is closing
-            if self.heartbeat and self.query_one(TabbedContent).active == "heartbeat":
+            if self.heartbeat and self.shown == "heartbeat":
                 self.query_one(HeartbeatView).show_status(self.heartbeat, self.clock())
             self.render_counts()
 
@@ -511,30 +518,33 @@ class EvolveConsole(App[None]):
     # ---- actions ----------------------------------------------------------------------------
 
     def action_show_tab(self, tab: str) -> None:
-        self.query_one(TabbedContent).active = tab
-        # Lay the screen out once, now. Left to itself, each pane shown or hidden asks for a layout
-        # through its own message queue: that reaches the screen some 30 ms later, and a second
-        # request right after lays out and redraws the whole screen again (15 KB of output each).
-        for pane in self.query(TabPane):
-            pane._layout_required = False  # the screen's layout below covers them
-        self.screen.refresh(layout=True, repaint=False)  # the layout repaints what it moved
+        old, new = self.query_one(f"#{self.shown}"), self.query_one(f"#{tab}")
+        if new is not old:
+            self.shown = tab
+            old.display, new.display = False, True
+            # Lay the screen out once, now. Left to itself, each page shown or hidden asks for a
+            # layout through its own message queue: that reaches the screen some 30 ms later, and
+            # a second request right after lays out and redraws the whole screen again.
+            old._layout_required = new._layout_required = False  # the screen's layout covers them
+            self.screen.refresh(layout=True, repaint=False)  # the layout repaints what it moved
+            self.query_one(ViewBar).shown = tab
+            self.refresh_bindings()
+            if self.heartbeat and tab == "heartbeat":
+                self.query_one(HeartbeatView).show_status(self.heartbeat, self.clock())
         # The focus goes with the view, in the same frame (every focus change repaints the whole
-        # screen), and off the hidden pane, whose focused widget would pull its tab back.
-        tables = self.query_one(f"TabPane#{tab}").query(KeyedTable)
+        # screen); a widget of a hidden view must not keep it.
+        tables = new.query(KeyedTable)
         self.screen.set_focus(tables.first() if tables else None)
 
     def selected_change(self) -> dict[str, Any] | None:
-        if self.query_one(TabbedContent).active != "changes":
+        if self.shown != "changes":
             return None
         key = self.query_one("#changes-table", KeyedTable).selected_key()
         return self.changes.get(key) if key else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # Keys that only mean something in some views are shown only there.
-        try:
-            tab = self.query_one(TabbedContent).active
-        except NoMatches:
-            return True  # not composed yet
+        tab = self.shown
         if action in ("follow", "toggle_failures"):
             return tab == "runs" or (action == "follow" and tab in ("stages", "changes"))
         if action == "more":
@@ -542,7 +552,7 @@ class EvolveConsole(App[None]):
         if action in ("approve", "revert", "reject"):
             change = self.selected_change()
             if change is None:
-                return None if self.query_one(TabbedContent).active == "changes" else False
+                return None if tab == "changes" else False
             pending = bool(change.get("pending_id"))
             if action == "reject" and not pending:
                 return None
@@ -561,12 +571,6 @@ class EvolveConsole(App[None]):
             self.query_one("#change-reject", Button).disabled = change is None or not change.get("pending_id")
         except Exception:
             pass  # not mounted yet
-
-    @on(TabbedContent.TabActivated)
-    def tab_changed(self) -> None:
-        self.refresh_bindings()
-        if self.heartbeat and self.query_one(TabbedContent).active == "heartbeat":
-            self.query_one(HeartbeatView).show_status(self.heartbeat, self.clock())
 
     @on(Button.Pressed, "#hb-fire")
     def action_fire_heartbeat(self) -> None:
@@ -673,8 +677,9 @@ class EvolveConsole(App[None]):
         self.push_screen(ResultScreen(summary, as_json(result.get("merged"))))
 
     def action_follow(self) -> None:
-        tab = self.query_one(TabbedContent).active
-        table_id = {"runs": "#runs-table", "stages": "#stages-table", "changes": "#changes-table"}.get(tab)
+        table_id = {"runs": "#runs-table", "stages": "#stages-table", "changes": "#changes-table"}.get(
+            self.shown
+        )
         if table_id:
             self.query_one(table_id, KeyedTable).follow()
             self.render_counts()
@@ -684,13 +689,13 @@ class EvolveConsole(App[None]):
         switch.value = not switch.value
 
     def action_focus_filter(self) -> None:
-        self.screen.set_focus(None)
-        self.query_one(TabbedContent).active = "runs"
-        self.call_after_refresh(self.query_one("#filter-stage", Input).focus)
+        self.action_show_tab("runs")
+        self.screen.set_focus(self.query_one("#filter-stage", Input))
 
     def action_more(self) -> None:
-        tab = self.query_one(TabbedContent).active
-        pane = {"runs": "#run-detail", "stages": "#stage-detail", "sessions": "#session-detail"}.get(tab)
+        pane = {"runs": "#run-detail", "stages": "#stage-detail", "sessions": "#session-detail"}.get(
+            self.shown
+        )
         if pane is None:
             return
         truncated = self.query_one(pane, DetailPane).truncated

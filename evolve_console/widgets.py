@@ -170,6 +170,52 @@ class KeyBar(Widget, can_focus=False):
             self.app.bell()
 
 
+class ViewBar(Widget, can_focus=False):
+    """The views as one line of labels ("1 Hook runs  2 Stage results  …"), the shown one marked.
+    Click a label to show its view (it presses the view's key).
+
+    One line of text rather than Textual's tabs: switching views then restyles nothing but this
+    line, and the screen has four fewer levels of containers to lay out and draw.
+    """
+
+    ALLOW_SELECT = False
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"viewbar--view", "viewbar--shown"}
+    DEFAULT_CSS = """
+    ViewBar {
+        height: 1;
+        background: $panel;
+        & > .viewbar--view { color: $text-muted; }
+        & > .viewbar--shown { color: $text; background: $primary 40%; text-style: bold; }
+    }
+    """
+
+    shown: reactive[str] = reactive("", layout=False)
+
+    def __init__(self, views: list[tuple[str, str, str]], *, shown: str, id: str | None = None) -> None:
+        """`views`: (view id, key, label) of each view."""
+        super().__init__(id=id)
+        self.views = views
+        self.set_reactive(ViewBar.shown, shown)
+        self._spans: list[tuple[int, int, str]] = []  # (start x, end x, key)
+
+    def render(self) -> Text:
+        normal = self.get_component_rich_style("viewbar--view")
+        marked = self.get_component_rich_style("viewbar--shown")
+        text = Text(no_wrap=True, overflow="ellipsis")
+        self._spans = []
+        for view, key, label in self.views:
+            text.append(" ")
+            start = text.cell_len
+            text.append(f" {key} {label} ", style=marked if view == self.shown else normal)
+            self._spans.append((start, text.cell_len, key))
+        return text
+
+    def on_click(self, event: events.Click) -> None:
+        for start, end, key in self._spans:
+            if start <= event.x < end:
+                self.app.simulate_key(key)
+
+
 class Section(Vertical):
     """A titled block of the detail pane whose body is plain text, cut at a bound."""
 

@@ -233,7 +233,6 @@ def make_activity(api: Api, workspace: Path) -> dict[str, str]:
 async def shoot(
     api: Api, workspace: Path, ids: dict[str, str], out: Path, size: tuple[int, int]
 ) -> list[Path]:
-    from textual.widgets import TabbedContent
 
     from evolve_console.app import EvolveConsole
     from evolve_console.client import Target
@@ -305,21 +304,9 @@ async def shoot(
         ]
         await until("the first load", app.first_load.is_set, 30)
         await until("the connection", lambda: app.engine_connected)
-        tabs = app.query_one(TabbedContent)
         for name, key, choose, ready in steps:
             await pilot.press(key)
-            await pilot.pause(0.1)
-            if tabs.active != name:
-                # Textual moves the focus of a hidden table to a sibling in the same (hidden) pane,
-                # which switches the pane back: with a table focused, the view keys do nothing.
-                print(
-                    f"warning: key {key} left the console on {tabs.active!r} (a table had the focus); "
-                    "retrying with no focus",
-                    file=sys.stderr,
-                )
-                app.screen.set_focus(None)
-                await pilot.press(key)
-                await until(f"the {name} view", lambda name=name: tabs.active == name)
+            await until(f"the {name} view", lambda name=name: app.shown == name)
             await choose()
             await save(name, ready)
         app.exit()
