@@ -1,4 +1,4 @@
-"""The console's own widgets in small apps: the keyed table, the detail pane, the key bar.
+"""The console's own widgets in small apps: the keyed table, the detail pane, the key and view bars.
 
 These are the parts drawn line by line for speed; the tests check what they draw and how they
 behave under keys, clicks and a stream of rows, through Textual's Pilot.
@@ -21,7 +21,7 @@ from textual.widget import Widget
 from evolve_console.detail import DetailPane, Part
 from evolve_console.format import PREVIEW_LIMIT
 from evolve_console.table import MAX_ROWS, KeyedTable
-from evolve_console.widgets import KeyBar
+from evolve_console.widgets import KeyBar, ViewBar
 
 COLUMNS = [("time", "time"), ("stage", "stage"), ("status", "status")]
 
@@ -302,5 +302,41 @@ def test_key_bar_shows_keys_and_clicks_press_them() -> None:
         await pilot.hover(KeyBar, offset=Offset(fire_x, 0))
         await pilot.pause()
         assert bar.tooltip == "fire it"
+
+    run_app(app, scenario, size=(80, 3))
+
+
+class ViewsApp(App[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("1", "show('a')", "A", show=False),
+        Binding("2", "show('b')", "B", show=False),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield ViewBar([("a", "1", "First view"), ("b", "2", "Second view")], shown="a", id="views")
+
+    def action_show(self, view: str) -> None:
+        self.query_one(ViewBar).shown = view
+
+
+def test_view_bar_marks_the_shown_view_and_clicks_press_its_key() -> None:
+    app = ViewsApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        bar = app.query_one(ViewBar)
+        text = lines(bar)[0]
+        assert "1 First view" in text and "2 Second view" in text
+
+        def styles_of(label: str) -> set[str]:
+            size = bar.outer_size
+            strip = bar.render_lines(Region(0, 0, size.width, size.height))[0]
+            return {str(seg.style) for seg in strip if label in seg.text}
+
+        first, second = styles_of("First view"), styles_of("Second view")
+        assert first and second and first != second, "the shown view is drawn apart"
+        await pilot.click(ViewBar, offset=Offset(text.index("2 Second") + 3, 0))
+        await pilot.pause()
+        assert bar.shown == "b"
+        assert styles_of("Second view") == first, "the mark moved to the clicked view"
 
     run_app(app, scenario, size=(80, 3))
