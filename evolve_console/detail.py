@@ -67,7 +67,7 @@ class DetailPane(LineView, can_focus=True):
             elif part.language:
                 text.append_text(Syntax(body, part.language, theme="ansi_dark").highlight(body))
             else:
-                text.append(body)
+                text.append(body.rstrip("\n"))  # a final newline would show as a blank line
             if more:
                 self.truncated.append(part)
                 text.append(f"\n… {more:,} more characters ({MORE_HINT})", style="bold italic yellow")
