@@ -420,7 +420,10 @@ class EvolveConsole(App[None]):
             if stages:
                 for d in stages:
                     self.dispatches[d["id"]] = d
-                self.query_one("#stages-table", KeyedTable).upsert([StagesView.row(d) for d in stages])
+                table = self.query_one("#stages-table", KeyedTable)
+                table.upsert([StagesView.row(d) for d in stages])
+                if len(self.dispatches) > 2 * MAX_ROWS:  # keep the details of the rows shown
+                    self.dispatches = {k: v for k, v in self.dispatches.items() if k in table.rows}
             self.render_counts()
         self._flush_dirty()
 
@@ -535,6 +538,10 @@ class EvolveConsole(App[None]):
         # screen); a widget of a hidden view must not keep it.
         tables = new.query(KeyedTable)
         self.screen.set_focus(tables.first() if tables else None)
+
+    @on(ViewBar.Selected)
+    def view_selected(self, event: ViewBar.Selected) -> None:
+        self.action_show_tab(event.view)
 
     def selected_change(self) -> dict[str, Any] | None:
         if self.shown != "changes":

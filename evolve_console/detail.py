@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rich.segment import Segment
 from rich.syntax import Syntax
 from rich.text import Text
 from textual.geometry import Size
@@ -73,6 +72,8 @@ class DetailPane(LineView, can_focus=True):
                 text.append(f"\n… {more:,} more characters ({MORE_HINT})", style="bold italic yellow")
         self._text = text
         self._width = -1
+        if self.text_selection is not None:
+            self.screen.clear_selection()  # it was made on the text shown before
         self.scroll_to(0, 0, animate=False, immediate=True)
         self._wrap()
         self.refresh()
@@ -85,9 +86,10 @@ class DetailPane(LineView, can_focus=True):
         self._wrap()
 
     def notify_style_update(self) -> None:
+        # Sent on every focus change and theme change: the wrapped lines do not depend on the
+        # widget's style (it is applied as lines are drawn), so a repaint is all it takes.
         super().notify_style_update()
-        self._width = -1
-        self._wrap()
+        self.refresh()
 
     def _wrap(self) -> None:
         # Hidden behind another view the pane has no width: wrap for the width it had, so that
@@ -103,7 +105,7 @@ class DetailPane(LineView, can_focus=True):
         self.set_virtual_size(Size(width, len(self._strips)))
 
     def _strip(self, line: Text) -> Strip:
-        return Strip(Segment.apply_style(line.render(self.app.console), self.base_style), line.cell_len)
+        return Strip(line.render(self.app.console), line.cell_len)
 
     def render_line(self, y: int) -> Strip:
         width = self.scrollable_size.width
@@ -122,7 +124,8 @@ class DetailPane(LineView, can_focus=True):
             )
             strip = self._strip(line)
         # Offsets tell Textual which character is under the mouse, for selecting text to copy.
-        return strip.crop_extend(0, width, self.base_style).apply_offsets(0, row)
+        base = self.base_style
+        return strip.apply_style(base).crop_extend(0, width, base).apply_offsets(0, row)
 
     def get_selection(self, selection: Selection) -> tuple[str, str] | None:
         return selection.extract("\n".join(line.plain for line in self._wrapped)), "\n"

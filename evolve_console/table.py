@@ -118,6 +118,8 @@ class KeyedTable(LineView, can_focus=True):
         self._drawn_height = 0  # and its height
         self._component: dict[str, Style] = {}  # component class -> its style, until styles change
         self._highlighted: str | None = None  # the key of the last RowHighlighted posted
+        self._stripe: dict[str, int] = {}  # key -> insertion number: stripes stay put as rows go
+        self._inserted = 0
         self._update_size()
 
     # ---- the rows -------------------------------------------------------------------------------
@@ -146,20 +148,25 @@ class KeyedTable(LineView, can_focus=True):
         """Add or update rows (oldest first), keeping the newest MAX_ROWS."""
         selected = self.selected_key()
         added = 0
+        selected_changed = False
         for key, cells in rows[-MAX_ROWS:]:
             if key in self.cells:
                 self._forget(key)
+                selected_changed = selected_changed or key == selected
             else:
                 self._order.append(key)
+                self._stripe[key] = self._inserted = self._inserted + 1
                 added += 1
             self.cells[key] = cells
         trimmed = max(len(self._order) - MAX_ROWS, 0)
         if trimmed:
             for key in self._order[:trimmed]:
                 del self.cells[key]
+                del self._stripe[key]
                 self._forget(key)
             del self._order[:trimmed]
         self._update_size()
+        highlighted = self._highlighted
         if self.following and (added or selected is None):
             self.move_cursor(row=len(self._order) - 1)
         else:
@@ -173,7 +180,16 @@ class KeyedTable(LineView, can_focus=True):
                         y=max(self.scroll_y - trimmed, 0), animate=False, force=True, immediate=True
                     )
             elif self._order:
-                self.move_cursor(row=min(self.cursor_row, len(self._order) - 1))
+                self.move_cursor(row=0)  # the parked row was dropped: the oldest row left
+        if (
+            selected_changed
+            and self._highlighted == highlighted
+            and selected is not None
+            and selected in self.cells
+        ):
+            # The selected row itself changed (a run that ended, a session that got a
+            # notification): tell whoever shows its details.
+            self.post_message(self.RowHighlighted(self, self.cursor_row, selected))
         if self.following and self._drawn_height and not self.scrollable_size.height:
             # Hidden behind another view: draw now the rows it will show when it comes back, so
             # that the key press which shows it does not wait for them.
@@ -183,13 +199,18 @@ class KeyedTable(LineView, can_focus=True):
         self.refresh()
 
     def replace_all(self, rows: list[tuple[str, list[Any]]]) -> None:
+        """All rows anew (a reload); a parked cursor stays on its row if that is still there."""
+        selected, following = self.selected_key(), self.following
         self.clear()
         self.following = True
         self.upsert(rows)
+        if not following and selected is not None and selected in self.cells:
+            self.move_cursor(row=self._order.index(selected))
 
     def clear(self) -> None:
         self.cells.clear()
         self._order.clear()
+        self._stripe.clear()
         self._lines.clear()
         self._styled.clear()
         self.cursor_row = 0
@@ -210,7 +231,12 @@ class KeyedTable(LineView, can_focus=True):
 
     def _update_size(self) -> None:
         width = sum(self.widths) + len(self.widths) + 1  # a blank before each column and at the end
-        self.set_virtual_size(Size(width, len(self._order) + 1))
+        size = Size(width, len(self._order) + 1)
+        if size != self.virtual_size:
+            self.set_virtual_size(size)
+            if self.following:
+                # Scrollbars that come with the new size shrink the view only in the next layout.
+                self.call_after_refresh(self._scroll_to_cursor)
 
     # ---- the cursor -----------------------------------------------------------------------------
 
@@ -256,8 +282,9 @@ class KeyedTable(LineView, can_focus=True):
         self.move_cursor(row=len(self._order) - 1)
 
     def on_click(self, event: events.Click) -> None:
-        if event.y >= 1:
-            self.move_cursor(row=self.scroll_offset.y + event.y - 1)
+        row = self.scroll_offset.y + event.y - 1
+        if event.y >= 1 and row < len(self._order):  # not the header, not the blank below the rows
+            self.move_cursor(row=row)
 
     def on_resize(self) -> None:
         self._drawn_height = self.scrollable_size.height or self._drawn_height
@@ -305,17 +332,18 @@ class KeyedTable(LineView, can_focus=True):
                 rendered = Segment.apply_style(rendered, console.get_style(text.style))
             segments.extend(rendered)
         # Up to the view's right edge, so that the row's background (stripe, cursor) spans it.
-        end = max(self.virtual_size.width, self.scrollable_size.width) - sum(self.widths) - len(self.widths)
+        view = self.scrollable_size.width or self._drawn_width  # (hidden: the width it will have)
+        end = max(self.virtual_size.width, view) - sum(self.widths) - len(self.widths)
         segments.append(Segment(" " * max(end, 1)))
         return Strip(segments).simplify()
 
     def _row(self, row: int) -> Strip:
         key = self._order[row]
-        kind = "cursor" if row == self.cursor_row else ("even" if row % 2 else "odd")
+        kind = "cursor" if row == self.cursor_row else ("even" if self._stripe[key] % 2 else "odd")
         styled = self._styled.get((key, kind))
         if styled is None:
             line = self._lines.get(key)
-            if line is None:
+            if line is None or line.cell_length < self.scrollable_size.width:  # drawn for a narrower view
                 line = self._lines[key] = self._line(self.cells[key])
             if kind == "cursor":
                 # The cursor's colours win over the cells' own.

@@ -11,6 +11,7 @@ from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.reactive import reactive
 from textual.screen import ModalScreen, Screen
 from textual.widget import Widget
@@ -172,7 +173,7 @@ class KeyBar(Widget, can_focus=False):
 
 class ViewBar(Widget, can_focus=False):
     """The views as one line of labels ("1 Hook runs  2 Stage results  …"), the shown one marked.
-    Click a label to show its view (it presses the view's key).
+    A click on a label posts `ViewBar.Selected` with its view.
 
     One line of text rather than Textual's tabs: switching views then restyles nothing but this
     line, and the screen has four fewer levels of containers to lay out and draw.
@@ -191,12 +192,19 @@ class ViewBar(Widget, can_focus=False):
 
     shown: reactive[str] = reactive("", layout=False)
 
+    class Selected(Message):
+        """A view's label was clicked."""
+
+        def __init__(self, view: str) -> None:
+            super().__init__()
+            self.view = view
+
     def __init__(self, views: list[tuple[str, str, str]], *, shown: str, id: str | None = None) -> None:
         """`views`: (view id, key, label) of each view."""
         super().__init__(id=id)
         self.views = views
         self.set_reactive(ViewBar.shown, shown)
-        self._spans: list[tuple[int, int, str]] = []  # (start x, end x, key)
+        self._spans: list[tuple[int, int, str]] = []  # (start x, end x, view)
 
     def render(self) -> Text:
         normal = self.get_component_rich_style("viewbar--view")
@@ -207,13 +215,14 @@ class ViewBar(Widget, can_focus=False):
             text.append(" ")
             start = text.cell_len
             text.append(f" {key} {label} ", style=marked if view == self.shown else normal)
-            self._spans.append((start, text.cell_len, key))
+            self._spans.append((start, text.cell_len, view))
         return text
 
     def on_click(self, event: events.Click) -> None:
-        for start, end, key in self._spans:
+        # Not a simulated key press: a focused filter field would take the digit.
+        for start, end, view in self._spans:
             if start <= event.x < end:
-                self.app.simulate_key(key)
+                self.post_message(self.Selected(view))
 
 
 class Section(Vertical):

@@ -13,10 +13,12 @@ from typing import Any, ClassVar
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
+from textual.containers import Vertical
 from textual.geometry import Offset, Region
 from textual.pilot import Pilot
 from textual.selection import Selection
 from textual.widget import Widget
+from textual.widgets import Input
 
 from evolve_console.detail import DetailPane, Part
 from evolve_console.format import PREVIEW_LIMIT
@@ -182,6 +184,101 @@ def test_table_replace_all_and_a_selected_row_dropped() -> None:
     run_app(app, scenario)
 
 
+def test_table_reload_keeps_a_parked_row_and_an_updated_row_is_announced() -> None:
+    app = TableApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        table = app.query_one(KeyedTable)
+        table.upsert(rows(20))
+        table.focus()
+        await pilot.pause()
+        await pilot.press("up", "up")
+        assert table.selected_key() == "r17"
+        table.replace_all(rows(25))  # a reload from the journal, with newer rows
+        await pilot.pause()
+        assert table.selected_key() == "r17" and not table.following
+        seen = len(app.highlighted)
+        table.upsert([("r17", ["00000017", "idle", Text("failed", style="red")])])  # the run ended
+        await pilot.pause()
+        assert app.highlighted[seen:] == ["r17"], "the selected row changed: its details are stale"
+        table.upsert([("r3", ["00000003", "idle", "ok"])])  # another row: nothing to announce
+        await pilot.pause()
+        assert app.highlighted[seen:] == ["r17"]
+
+    run_app(app, scenario)
+
+
+def test_table_click_below_the_rows_and_a_dropped_parked_row() -> None:
+    app = TableApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        table = app.query_one(KeyedTable)
+        table.upsert(rows(3))
+        table.focus()
+        await pilot.pause()
+        await pilot.press("up")
+        await pilot.click(KeyedTable, offset=Offset(3, 8))  # blank, below the three rows
+        await pilot.pause()
+        assert table.selected_key() == "r1" and not table.following
+        await pilot.press("home")
+        table.upsert(rows(MAX_ROWS, start=3))  # r0..r2 are dropped, the parked one with them
+        await pilot.pause()
+        assert table.selected_key() == "r3" and table.cursor_row == 0
+
+    run_app(app, scenario)
+
+
+class PageApp(TableApp):
+    """The table in a page that another view hides, as in the console."""
+
+    CSS = "KeyedTable { height: 12; width: 60; }"
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="page"):
+            yield KeyedTable(COLUMNS, id="t")
+
+    def on_mount(self) -> None:
+        # Rows before the first layout: the table has its scrollbar from the start.
+        self.query_one(KeyedTable).upsert(rows(MAX_ROWS))
+
+
+def test_table_rows_drawn_while_hidden_span_the_view_and_stripes_stay_put() -> None:
+    app = PageApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        table = app.query_one(KeyedTable)
+        page = app.query_one("#page")
+        await pilot.pause()
+        page.display = False
+        await pilot.pause()
+        table.upsert(rows(5, start=MAX_ROWS))  # drawn ahead while hidden
+        page.display = True
+        await pilot.pause()
+        size = table.outer_size
+        strips = table.render_lines(Region(0, 0, size.width, size.height))
+        cursor = strips[-1].crop(0, table.scrollable_size.width)  # (the scrollbar's column aside)
+        assert f"{MAX_ROWS + 4:08d}" in cursor.text
+        backgrounds = {seg.style.bgcolor for seg in cursor if seg.style is not None}
+        assert len(backgrounds) == 1, f"the cursor's colour spans the row: {backgrounds}"
+
+        def background_of(number: int) -> object:
+            line = next(
+                s
+                for s in table.render_lines(Region(0, 0, size.width, size.height))
+                if f"{number:08d}" in s.text
+            )
+            return next(seg.style.bgcolor for seg in line if seg.style is not None)
+
+        table.focus()
+        await pilot.press("up", "up", "up")  # park, so that the rows on screen stay
+        stripe = background_of(MAX_ROWS)
+        table.upsert(rows(1, start=MAX_ROWS + 5))  # one row more: one dropped, every index shifts
+        await pilot.pause()
+        assert background_of(MAX_ROWS) == stripe, "a row keeps its stripe"
+
+    run_app(app, scenario)
+
+
 class PaneApp(App[None]):
     CSS = "DetailPane { height: 10; width: 40; }"
 
@@ -251,6 +348,26 @@ def test_detail_pane_text_can_be_selected_for_copying() -> None:
         assert selected is not None and selected[0] == "ses_42"
         everything = pane.get_selection(Selection(None, None))
         assert everything is not None and "You are opencode." in everything[0]
+        app.screen.selections = {pane: Selection(Offset(8, 0), Offset(14, 0))}
+        assert pane.text_selection is not None
+        pane.show(Text("session abcdef"), [Part("p", "prompt", "other")])
+        assert pane.text_selection is None, "a selection made on the text shown before is dropped"
+
+
+def test_detail_pane_focus_changes_do_not_wrap_again() -> None:
+    app = PaneApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        pane = app.query_one(DetailPane)
+        pane.show(Text("head"), [Part("p", "p", "word " * 20_000)])
+        await pilot.pause()
+        wrapped = pane._wrapped  # the wrapped lines, as the pane keeps them
+        pane.focus()
+        await pilot.pause()
+        pane.blur()
+        await pilot.pause()
+        assert pane._wrapped is wrapped, "a focus change restyles, it does not wrap 100 KB again"
+        assert lines(pane)[0].startswith("head")
 
     run_app(app, scenario)
 
@@ -303,20 +420,16 @@ def test_key_bar_shows_keys_and_clicks_press_them() -> None:
         await pilot.pause()
         assert bar.tooltip == "fire it"
 
-    run_app(app, scenario, size=(80, 3))
+    run_app(app, scenario, size=(80, 6))
 
 
 class ViewsApp(App[None]):
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("1", "show('a')", "A", show=False),
-        Binding("2", "show('b')", "B", show=False),
-    ]
-
     def compose(self) -> ComposeResult:
+        yield Input(id="field")
         yield ViewBar([("a", "1", "First view"), ("b", "2", "Second view")], shown="a", id="views")
 
-    def action_show(self, view: str) -> None:
-        self.query_one(ViewBar).shown = view
+    def on_view_bar_selected(self, event: ViewBar.Selected) -> None:
+        self.query_one(ViewBar).shown = event.view
 
 
 def test_view_bar_marks_the_shown_view_and_clicks_press_its_key() -> None:
@@ -334,9 +447,12 @@ def test_view_bar_marks_the_shown_view_and_clicks_press_its_key() -> None:
 
         first, second = styles_of("First view"), styles_of("Second view")
         assert first and second and first != second, "the shown view is drawn apart"
+        app.query_one(Input).focus()
+        await pilot.pause()
         await pilot.click(ViewBar, offset=Offset(text.index("2 Second") + 3, 0))
         await pilot.pause()
         assert bar.shown == "b"
+        assert app.query_one(Input).value == "", "a click is not a key press into the focused field"
         assert styles_of("Second view") == first, "the mark moved to the clicked view"
 
-    run_app(app, scenario, size=(80, 3))
+    run_app(app, scenario, size=(80, 6))
