@@ -295,6 +295,40 @@ class Result:
     max_behind: int = 0  # generated so far (by the schedule) minus "received live" on screen
 
 
+class Settle:
+    """After the load: has the console's shown count caught up with the engine's?
+
+    Done when it equals the engine's run count, when `--settle-timeout` s have passed, or when
+    neither the count nor the console's CPU time (< 20% of a core) has moved for `--stuck-after` s:
+    the missing runs are then lost, not late. Fills in the result's settle fields as it goes.
+    """
+
+    def __init__(self, result: Result, args: argparse.Namespace, engine_runs: int, cpu: float) -> None:
+        self.result = result
+        self.args = args
+        self.engine_runs = engine_runs
+        self.start = time.monotonic()
+        self.cpu_at_change = cpu
+
+    def done(self, shown: tuple[int, int, int] | None, cpu: float) -> bool:
+        result, elapsed = self.result, time.monotonic() - self.start
+        if shown != result.shown:
+            result.shown, result.last_change_s = shown, elapsed
+            self.cpu_at_change = cpu
+            if result.first_shown is None and shown is not None:
+                result.first_shown = shown[0]
+        if result.shown and result.shown[0] == self.engine_runs:
+            result.settle_s = elapsed
+            return True
+        if elapsed > self.args.settle_timeout:
+            return True
+        quiet = elapsed - (result.last_change_s or 0.0)
+        if quiet > self.args.stuck_after and cpu - self.cpu_at_change < 0.2 * quiet:
+            result.stuck = True
+            return True
+        return False
+
+
 def rss_mb(pid: int | str = "self") -> tuple[float, float]:
     """(VmRSS, VmHWM) of a process in MB."""
     values = {"VmRSS": 0.0, "VmHWM": 0.0}
@@ -490,8 +524,9 @@ def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Res
                     # Not counted; wait until it shows, or the next press would find its effect already
                     # on screen and look instant.
                     print(f"key {key!r} not seen within {args.key_timeout:g} s", file=sys.stderr)
-                    with contextlib.suppress(RuntimeError):
-                        wait_screen(tmux, lambda s: check()[0], 120)
+                    deadline = time.monotonic() + 120
+                    while not check()[0] and time.monotonic() < deadline:
+                        time.sleep(0.05)
                     return None
                 time.sleep(args.poll_ms / 1000)
 
@@ -540,27 +575,8 @@ def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Res
         with contextlib.suppress(RuntimeError):  # a console still busy shows it later
             wait_screen(tmux, lambda s: is_showing(s, "runs"), 10)
 
-        engine_counts = engine.stable_counts()
-        settle_start = time.monotonic()
-        deadline = settle_start + args.settle_timeout
-        cpu_at_change = cpu_s(pid)
-        while True:
-            shown = parse_shown(tmux.screen())
-            if shown != result.shown:
-                result.shown, result.last_change_s = shown, time.monotonic() - settle_start
-                cpu_at_change = cpu_s(pid)
-                if result.first_shown is None and shown is not None:
-                    result.first_shown = shown[0]
-            if result.shown and result.shown[0] == engine_counts["runs"]:
-                result.settle_s = time.monotonic() - settle_start
-                break
-            if time.monotonic() > deadline:
-                break
-            quiet = time.monotonic() - settle_start - (result.last_change_s or 0.0)
-            if quiet > args.stuck_after and cpu_s(pid) - cpu_at_change < 0.2 * quiet:
-                # Neither the count nor the console's CPU time moves: the missing runs are lost, not late.
-                result.stuck = True
-                break
+        settle = Settle(result, args, engine.stable_counts()["runs"], cpu_s(pid))
+        while not settle.done(parse_shown(tmux.screen()), cpu_s(pid)):
             time.sleep(0.25)
         sampler.stopped.set()
         sampler.join()
@@ -672,26 +688,8 @@ async def run_inprocess(engine: EngineProcess, args: argparse.Namespace) -> Resu
             await pilot.press("1")
 
         engine_counts = await asyncio.to_thread(engine.stable_counts)
-        settle_start = time.monotonic()
-        deadline = settle_start + args.settle_timeout
-        cpu_at_change = cpu_s()
-        while True:
-            shown = shown_counts()
-            if shown != result.shown:
-                result.shown, result.last_change_s = shown, time.monotonic() - settle_start
-                cpu_at_change = cpu_s()
-                if result.first_shown is None and shown is not None:
-                    result.first_shown = shown[0]
-            if result.shown and result.shown[0] == engine_counts["runs"]:
-                result.settle_s = time.monotonic() - settle_start
-                break
-            if time.monotonic() > deadline:
-                break
-            quiet = time.monotonic() - settle_start - (result.last_change_s or 0.0)
-            if quiet > args.stuck_after and cpu_s() - cpu_at_change < 0.2 * quiet:
-                # Neither the count nor the console's CPU time moves: the missing runs are lost, not late.
-                result.stuck = True
-                break
+        settle = Settle(result, args, engine_counts["runs"], cpu_s())
+        while not settle.done(shown_counts(), cpu_s()):
             await asyncio.sleep(0.25)
         result.rss_end_mb, result.hwm_mb = rss_mb()
         result.rss_max_mb = max(max_rss, result.rss_end_mb)

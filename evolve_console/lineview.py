@@ -43,12 +43,10 @@ class LineView(ScrollView):
             self.set_reactive(ScrollView.virtual_size, size)
             return
         update = getattr(self, "_scroll_update", None)  # Textual's own scrollbar update
-        same_bars = (
-            update is not None
-            and size.width == old.width
-            and (size.height > viewport.height) == (old.height > viewport.height)
+        same_bars = size.width == old.width and (size.height > viewport.height) == (
+            old.height > viewport.height
         )
-        if not same_bars or update is None:
+        if update is None or not same_bars:
             self.virtual_size = size  # scrollbars appear or go: the layout must change
             return
         self.set_reactive(ScrollView.virtual_size, size)

@@ -8,7 +8,6 @@ a few dictionary operations and the lines actually on screen.
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Iterable
 from typing import Any, ClassVar
 
@@ -106,8 +105,8 @@ class KeyedTable(LineView, can_focus=True):
         super().__init__(id=id)
         self.columns = list(columns)
         self.widths = [WIDTHS.get(key, 12) for key, _ in self.columns]
-        self.cells: OrderedDict[str, list[Any]] = OrderedDict()  # what the table shows, oldest first
-        self._order: list[str] = []  # the keys of `cells`, indexable by row
+        self.cells: dict[str, list[Any]] = {}  # each row's cells by key
+        self._order: list[str] = []  # the keys, oldest first: row i is self._order[i]
         self.cursor_row = 0
         self.following = True
         self.unseen = 0
@@ -125,7 +124,7 @@ class KeyedTable(LineView, can_focus=True):
     # ---- the rows -------------------------------------------------------------------------------
 
     @property
-    def rows(self) -> OrderedDict[str, list[Any]]:
+    def rows(self) -> dict[str, list[Any]]:
         return self.cells
 
     @property

@@ -19,18 +19,7 @@ from textual.widgets import Button, Input, Label, Select, Static, TextArea
 
 from .format import MORE_LIMIT, clean, preview
 
-STAGES = (
-    "mutate_request",
-    "observe_message",
-    "idle",
-    "heartbeat",
-    "compacting",
-    "format_notification",
-    "recover",
-    "tool_before",
-    "tool_after",
-)
-
+# The input each stage starts with in the "run a stage by hand" dialog.
 STAGE_TEMPLATES: dict[str, dict[str, Any]] = {
     "mutate_request": {"session": {"id": "manual"}, "system": ["You are opencode."]},
     "observe_message": {
@@ -53,6 +42,8 @@ STAGE_TEMPLATES: dict[str, dict[str, Any]] = {
         "output": "",
     },
 }
+
+STAGES = tuple(STAGE_TEMPLATES)  # the stages an operator can run by hand, in menu order
 
 
 class Line(Widget):
