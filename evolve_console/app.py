@@ -42,7 +42,7 @@ from .views import (
 from .widgets import ConfirmScreen, KeyBar, Line, MoreScreen, ResultScreen, StageScreen, ViewBar
 
 HISTORY_LIMIT = 500
-VIEWS = [  # (view id, key, label)
+VIEWS = [  # (view id, key, label): the view bar, the view keys and the palette's view commands
     ("runs", "1", "Hook runs"),
     ("stages", "2", "Stage results"),
     ("sessions", "3", "Sessions"),
@@ -76,11 +76,7 @@ class EvolveCommands(Provider):
         ("stage: run by hand", "run_stage", "dispatch a stage to every hook with an input you edit"),
         ("runs: follow new runs", "show_tab('runs');follow", "jump to the newest run and keep following"),
         ("runs: failures only", "show_tab('runs');toggle_failures", "show only failed hook runs"),
-        ("view: hook runs", "show_tab('runs')", ""),
-        ("view: stage results", "show_tab('stages')", ""),
-        ("view: sessions", "show_tab('sessions')", ""),
-        ("view: heartbeat", "show_tab('heartbeat')", ""),
-        ("view: self-modifications", "show_tab('changes')", ""),
+        *[(f"view: {label.lower()}", f"show_tab('{view}')", "") for view, _, label in VIEWS],
     ]
 
     async def search(self, query: str) -> Hits:
@@ -104,7 +100,7 @@ def _runner(app: App[Any], action: str) -> Callable[[], Any]:
 class EvolveConsole(App[None]):
     CSS_PATH = str(Path(__file__).with_name("console.tcss"))  # also for subclasses elsewhere
     TITLE = "evolve"
-    AUTO_FOCUS = "#runs-table"  # arrow keys move through the runs at once (not the tab bar)
+    AUTO_FOCUS = "#runs-table"  # the arrow keys move through the runs at once
     COMMANDS = App.COMMANDS | {EvolveCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding(
@@ -114,12 +110,11 @@ class EvolveConsole(App[None]):
             id="app.quit",
             tooltip="Close the console (the engine keeps running)",
         ),
-        # The view keys are shown in the tab labels ("1 Hook runs"), not in the key bar.
-        Binding("1", "show_tab('runs')", "Runs", id="view.runs", show=False),
-        Binding("2", "show_tab('stages')", "Stages", id="view.stages", show=False),
-        Binding("3", "show_tab('sessions')", "Sessions", id="view.sessions", show=False),
-        Binding("4", "show_tab('heartbeat')", "Heartbeat", id="view.heartbeat", show=False),
-        Binding("5", "show_tab('changes')", "Changes", id="view.changes", show=False),
+        # The view keys are shown in the view bar ("1 Hook runs"), not in the key bar.
+        *[
+            Binding(key, f"show_tab('{view}')", label, id=f"view.{view}", show=False)
+            for view, key, label in VIEWS
+        ],
         Binding("f", "fire_heartbeat", "Fire", id="heartbeat.fire", tooltip="Run one heartbeat tick now"),
         Binding(
             "p", "toggle_pause", "Pause/resume", id="heartbeat.pause", tooltip="Pause or resume the timer"
@@ -146,8 +141,8 @@ class EvolveConsole(App[None]):
         self, target: Target, *, clock: Callable[[], float] = time.time, poll_s: float = 5.0
     ) -> None:
         super().__init__()
-        # No animations: the tab underline alone would repaint 20 frames per view switch, and a
-        # console that follows a flood of runs needs those frames for the runs.
+        # No animations (scrolling jumps): a console that follows a flood of runs needs its frames
+        # for the runs.
         self.animation_level = "none"
         self.target = target
         self.client = EngineClient(target)
