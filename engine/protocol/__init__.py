@@ -1,0 +1,58 @@
+"""The wire contract between the engine, the console and the shim: one definition of everything that
+crosses a process boundary.
+
+- `api`: the API version, its header, the routes the shim calls, the brief-run fields.
+- `announcement`: `state/engine.json`, how a running engine is found.
+- `stages`: the stage names and which of them are recovered, session-bound, observational.
+- `opencode`: how opencode's own LLM calls (titles, compaction) are told apart from the agent's.
+- `records`: hook runs, stage results, tool calls, changes, pending changes, sessions, heartbeat.
+- `events`: every kind of event on the stream, each with its typed payload.
+
+This package imports only the standard library, so that any client (the console, a script on
+another machine) can use it without the engine's dependencies. A test enforces that.
+"""
+
+from .announcement import Announcement
+from .api import API_VERSION, API_VERSION_HEADER, BRIEF_RUN_FIELDS, SHIM_ROUTES
+from .events import Event, EventKind
+from .records import (
+    Change,
+    CommitInfo,
+    ConnectionInfo,
+    EngineStatus,
+    HeartbeatStatus,
+    HookInfo,
+    HookRun,
+    PendingChange,
+    SessionInfo,
+    StageResult,
+    TickResult,
+    ToolCall,
+    new_id,
+)
+from .stages import STAGES, Stage
+
+__all__ = [
+    "API_VERSION",
+    "API_VERSION_HEADER",
+    "BRIEF_RUN_FIELDS",
+    "SHIM_ROUTES",
+    "STAGES",
+    "Announcement",
+    "Change",
+    "CommitInfo",
+    "ConnectionInfo",
+    "EngineStatus",
+    "Event",
+    "EventKind",
+    "HeartbeatStatus",
+    "HookInfo",
+    "HookRun",
+    "PendingChange",
+    "SessionInfo",
+    "Stage",
+    "StageResult",
+    "TickResult",
+    "ToolCall",
+    "new_id",
+]

@@ -1,0 +1,47 @@
+"""The HTTP API's version, the header that carries it, and the routes the opencode plugin calls.
+
+The shim (`shim/evolve.js`) cannot import Python: it repeats the version and these routes, and a test
+checks that its copies match these.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+API_VERSION: Final = 1
+"""Raised whenever a route, a request body or an answer changes incompatibly."""
+
+API_VERSION_HEADER: Final = "x-evolve-api"
+"""Sent by clients that want a 409 (not a misunderstanding) from an engine of another API version."""
+
+SHIM_ROUTES: Final = (
+    "/v1/health",
+    "/v1/tools",
+    "/v1/tools/{name}/permission",
+    "/v1/tools/{name}/call",
+    "/v1/opencode/connect",
+    "/v1/opencode/disconnect",
+    "/v1/opencode/system",
+    "/v1/opencode/chat-message",
+    "/v1/opencode/tool-before",
+    "/v1/opencode/tool-after",
+    "/v1/opencode/compacting",
+    "/v1/opencode/assistant",
+    "/v1/opencode/event",
+)
+"""Every route the shim calls; the engine serves each of them."""
+
+BRIEF_RUN_FIELDS: Final = (
+    "id",
+    "started_at",
+    "stage",
+    "hook",
+    "session",
+    "dispatch_id",
+    "duration_ms",
+    "error",
+    "exit_code",
+    "signal",
+)
+"""The fields of a hook run sent on the event stream with `?brief=1`: what a list of runs shows.
+A watcher fetches the rest (`GET /v1/runs/{id}`) when a run is selected."""
