@@ -1,6 +1,6 @@
-"""The 13 builtin `evolve_*` tools (§115-§133, SPEC A.3): the agent's way to read and change its own
-prompts and hooks. Texts and messages follow the original host so that agents and tests written for
-it keep working."""
+"""The 13 builtin `evolve_*` tools: the agent's way to read and change its own prompts and hooks
+(docs/hooks.md, "Builtin tools"). Texts and messages follow the original host so that agents and tests
+written for it keep working."""
 
 from __future__ import annotations
 
@@ -9,15 +9,14 @@ import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta, timezone
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from .paths import PathRefused, safe_path
 from .schema import SCHEMA_DIALECT
+from .toolhost import CallContext, EditFailed, ToolFailed, ToolHost
 from .workspace import PROMPT_CONTRACT, PROMPT_FILES
-
-if TYPE_CHECKING:
-    from .runtime import CallContext, Engine
 
 DEFAULT_READ_LIMIT = 2000
 
@@ -44,13 +43,13 @@ class Builtin:
     name: str
     description: str
     schema: dict[str, Any]
-    run: Callable[[Engine, dict[str, Any], CallContext], Awaitable[str]]
+    run: Callable[[ToolHost, dict[str, Any], CallContext], Awaitable[str]]
     # For tools that ask opencode's permission system: the argument whose value is the pattern.
     permission_arg: str | None = None
 
 
 def format_datetime(moment: datetime) -> str:
-    """`YYYY-MM-DDTHH:MM:SS.mmm±HH:MM` (§117), UTC shown as +00:00."""
+    """`YYYY-MM-DDTHH:MM:SS.mmm±HH:MM`, UTC shown as +00:00."""
     offset = moment.utcoffset() or timedelta(0)
     sign = "-" if offset < timedelta(0) else "+"
     minutes = abs(int(offset.total_seconds())) // 60
@@ -69,12 +68,8 @@ def slice_lines(content: str, offset: object, limit: object) -> str:
     return "\n".join(content.split("\n")[start : start + count])
 
 
-class EditFailed(ValueError):
-    pass
-
-
 def edit_content(content: str, old: str, new: str, replace_all: bool) -> str:
-    """Replace `old` by `new` once (it must occur exactly once) or everywhere (§123)."""
+    """Replace `old` by `new` once (it must occur exactly once) or everywhere."""
     if old == "":
         raise EditFailed("failed: oldString must not be empty")
     count = content.count(old)
@@ -85,42 +80,44 @@ def edit_content(content: str, old: str, new: str, replace_all: bool) -> str:
     return content.replace(old, new) if replace_all else content.replace(old, new, 1)
 
 
-async def _datetime(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
+async def _datetime(host: ToolHost, args: dict[str, Any], ctx: CallContext) -> str:
     name = args.get("timezone") or "UTC"
     try:
         zone: timezone | ZoneInfo = UTC if name in ("UTC", "utc", "Z") else ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError):
-        return f"error: unknown time zone: {name} (use an IANA name such as Europe/Paris)"
+        raise ToolFailed(
+            f"error: unknown time zone: {name} (use an IANA name such as Europe/Paris)"
+        ) from None
     return format_datetime(datetime.now(zone))
 
 
-async def _heartbeat_time(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
-    value = engine.state.read().get("heartbeat_time")
+async def _heartbeat_time(host: ToolHost, args: dict[str, Any], ctx: CallContext) -> str:
+    value = host.heartbeat_time()
     return str(value) if value else "no heartbeat has run yet"
 
 
-async def _prompt_list(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
+async def _prompt_list(host: ToolHost, args: dict[str, Any], ctx: CallContext) -> str:
     lines = ["prompt contract:"]
     for stage, name in PROMPT_CONTRACT.items():
-        present = (engine.workspace.prompts_dir / name).is_file()
+        present = (host.workspace.prompts_dir / name).is_file()
         lines.append(f"{name} ({stage}) — {'present' if present else 'missing'}")
     return "\n".join(lines)
 
 
-async def _prompt_read(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
+async def _prompt_read(host: ToolHost, args: dict[str, Any], ctx: CallContext) -> str:
     name = args["prompt"]
-    path = engine.workspace.prompts_dir / name
+    path = host.workspace.prompts_dir / name
     if not path.is_file():
-        return f"error: not found: prompts/{name}"
+        raise ToolFailed(f"error: not found: prompts/{name}")
     return slice_lines(
         path.read_text(encoding="utf-8", errors="replace"), args.get("offset"), args.get("limit")
     )
 
 
-async def _prompt_write(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
+async def _prompt_write(host: ToolHost, args: dict[str, Any], ctx: CallContext) -> str:
     name = args["prompt"]
-    return await engine.change_file(
-        engine.workspace.prompts_dir / name,
+    return await host.change_file(
+        host.workspace.prompts_dir / name,
         f"prompts/{name}",
         lambda _old: args["content"],
         message=f"write prompt {name}",
@@ -129,10 +126,10 @@ async def _prompt_write(engine: Engine, args: dict[str, Any], ctx: CallContext) 
     )
 
 
-async def _prompt_edit(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
+async def _prompt_edit(host: ToolHost, args: dict[str, Any], ctx: CallContext) -> str:
     name = args["prompt"]
-    return await engine.change_file(
-        engine.workspace.prompts_dir / name,
+    return await host.change_file(
+        host.workspace.prompts_dir / name,
         f"prompts/{name}",
         lambda old: edit_content(old, args["oldString"], args["newString"], bool(args.get("replaceAll"))),
         message=f"edit prompt {name}",
@@ -141,41 +138,32 @@ async def _prompt_edit(engine: Engine, args: dict[str, Any], ctx: CallContext) -
     )
 
 
-async def _hook_list(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
-    return "available hooks: " + ", ".join(h.name for h in engine.hooks)
+async def _hook_list(host: ToolHost, args: dict[str, Any], ctx: CallContext) -> str:
+    return "available hooks: " + ", ".join(h.name for h in host.hooks())
 
 
-def _hook_path(engine: Engine, hook: str) -> str | os.PathLike[str]:
+def _hook_path(host: ToolHost, hook: str) -> Path:
     try:
-        return safe_path(engine.workspace.hooks_dir, hook, "hooks")
+        return safe_path(host.workspace.hooks_dir, hook, "hooks")
     except PathRefused as exc:
-        return f"error: {exc}"
+        raise ToolFailed(f"error: {exc}") from None
 
 
-def hook_name(engine: Engine, path: os.PathLike[str]) -> str:
-    """The hook's canonical name: where its content lives, relative to hooks/ ("./a/../notes.py" and
-    a symbolic link to notes.py both are "notes.py"), so that no spelling escapes its test."""
-    real_hooks = os.path.realpath(engine.workspace.hooks_dir)
-    return os.path.relpath(os.path.realpath(path), real_hooks)
-
-
-async def _hook_read(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
-    path = _hook_path(engine, args["hook"])
-    if isinstance(path, str):
-        return path
+async def _hook_read(host: ToolHost, args: dict[str, Any], ctx: CallContext) -> str:
+    path = _hook_path(host, args["hook"])
     if not os.path.isfile(path):
-        return f"error: not found: hooks/{args['hook']}"
+        raise ToolFailed(f"error: not found: hooks/{args['hook']}")
     with open(path, encoding="utf-8", errors="replace") as fh:
         return slice_lines(fh.read(), args.get("offset"), args.get("limit"))
 
 
-async def _hook_write(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
-    return await _change_hook(engine, args["hook"], lambda _old: args["content"], "write", "wrote", ctx)
+async def _hook_write(host: ToolHost, args: dict[str, Any], ctx: CallContext) -> str:
+    return await _change_hook(host, args["hook"], lambda _old: args["content"], "write", "wrote", ctx)
 
 
-async def _hook_edit(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
+async def _hook_edit(host: ToolHost, args: dict[str, Any], ctx: CallContext) -> str:
     return await _change_hook(
-        engine,
+        host,
         args["hook"],
         lambda old: edit_content(old, args["oldString"], args["newString"], bool(args.get("replaceAll"))),
         "edit",
@@ -185,13 +173,11 @@ async def _hook_edit(engine: Engine, args: dict[str, Any], ctx: CallContext) -> 
 
 
 async def _change_hook(
-    engine: Engine, hook: str, change: Callable[[str], str], verb: str, done: str, ctx: CallContext
+    host: ToolHost, hook: str, change: Callable[[str], str], verb: str, done: str, ctx: CallContext
 ) -> str:
-    path = _hook_path(engine, hook)
-    if isinstance(path, str):
-        return path
-    name = hook_name(engine, path)
-    return await engine.change_file(
+    path = _hook_path(host, hook)
+    name = host.canonical_hook(path)
+    return await host.change_file(
         os.fspath(path),
         f"hooks/{name}",
         change,
@@ -202,17 +188,17 @@ async def _change_hook(
     )
 
 
-async def _hook_validate(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
-    path = _hook_path(engine, args["hook"])
-    if isinstance(path, str):
-        return path
-    result = await engine.validate_hook(hook_name(engine, path), args["content"])
-    return "validation passed" if result.ok else "validation failed:\n" + result.output
+async def _hook_validate(host: ToolHost, args: dict[str, Any], ctx: CallContext) -> str:
+    path = _hook_path(host, args["hook"])
+    result = await host.validate_hook(host.canonical_hook(path), args["content"])
+    if not result.ok:
+        raise ToolFailed("validation failed:\n" + result.output)
+    return "validation passed"
 
 
-async def _tool_list(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
+async def _tool_list(host: ToolHost, args: dict[str, Any], ctx: CallContext) -> str:
     lines = ["available tools:"]
-    for tool in engine.hook_tools().values():
+    for tool in host.hook_tools().values():
         params = []
         for pname, spec in tool.parameters.items():
             desc = (
@@ -227,9 +213,9 @@ async def _tool_list(engine: Engine, args: dict[str, Any], ctx: CallContext) -> 
     return "\n".join(lines)
 
 
-async def _tool_invoke(engine: Engine, args: dict[str, Any], ctx: CallContext) -> str:
+async def _tool_invoke(host: ToolHost, args: dict[str, Any], ctx: CallContext) -> str:
     inner_args = args.get("args") or {}
-    return await engine.run_hook_tool(args["name"], inner_args, ctx)
+    return await host.run_hook_tool(args["name"], inner_args, ctx)
 
 
 BUILTINS: dict[str, Builtin] = {
@@ -351,7 +337,7 @@ BUILTINS: dict[str, Builtin] = {
 
 
 def dumps_result(value: object) -> str:
-    """A hook tool's `result` as the text the agent sees: `result || "done"` (§102)."""
+    """A hook tool's `result` as the text the agent sees: `result || "done"`, as in JavaScript."""
     if value is None or value == "" or value is False or value == 0:
         return "done"
     return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)

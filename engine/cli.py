@@ -10,18 +10,23 @@ import logging
 import os
 import shutil
 import sys
-from collections.abc import Sequence
-from importlib import resources
+from collections.abc import Awaitable, Callable, Sequence
+from importlib import metadata, resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import __version__
-from .client import EngineUnavailable
-from .dispatch import STAGES
-from .doctor import diagnose
+from .client import EngineClient, EngineUnavailable
 from .gitstore import GitError, GitStore
-from .runtime import Engine
-from .workspace import resolve_workspace
+from .protocol.stages import STAGES
+from .protocol.workspace import resolve_workspace
+
+if TYPE_CHECKING:
+    from .runtime import Engine
+
+COMMANDS_GROUP = "evolve.commands"
+"""Entry points that add subcommands (the console registers `evolve console` here), so that the
+engine's command line offers them without importing their packages."""
 
 
 class UsageError(Exception):
@@ -56,7 +61,9 @@ def _json_arg(text: str | None, file: str | None, what: str) -> Any:
         raise UsageError(f"{what} is not valid JSON: {exc}") from exc
 
 
-async def _with_engine(root: Path, work: Any) -> int:
+async def _with_engine(root: Path, work: Callable[[Engine], Awaitable[int]]) -> int:
+    from .runtime import Engine  # only the commands that run hooks need the engine itself
+
     engine = Engine(root)
     try:
         await engine.start()
@@ -146,20 +153,15 @@ def cmd_stage(args: argparse.Namespace) -> int:
 
     async def work(engine: Engine) -> int:
         if args.stage == "discover":
-            await engine.discover()
+            found = await engine.registry.discover()
             _print_json(
                 {
-                    r.file.name: {
-                        "name": r.name,
-                        "test": r.test,
-                        "tools": [t.name for t in r.tools],
-                        "problems": r.problems,
-                    }
-                    for r in engine.registrations.values()
+                    h.file: {"name": h.name, "test": h.test, "tools": h.tools, "problems": h.problems}
+                    for h in found.hooks
                 }
             )
             return 0
-        result = await engine.dispatch(args.stage, context, session=args.session)
+        result = await engine.stages.dispatch(args.stage, context, session=args.session)
         if args.verbose:
             out = result.to_dict()
             if engine.journal is not None:
@@ -183,7 +185,7 @@ def cmd_tools(args: argparse.Namespace) -> int:
     root = _workspace(args)
 
     async def work(engine: Engine) -> int:
-        specs = engine.tool_specs()
+        specs = engine.tools.specs()
         if args.json:
             _print_json([s.to_dict() for s in specs])
             return 0
@@ -220,7 +222,7 @@ def cmd_call(args: argparse.Namespace) -> int:
             return show(client.post(f"/v1/tools/{args.tool}/call", body))
 
     async def work(engine: Engine) -> int:
-        call = await engine.call_tool(
+        call = await engine.tools.call(
             args.tool, tool_args, session=args.session, call_id=args.call_id, origin="operator"
         )
         return show(call.to_dict())
@@ -240,21 +242,20 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    from .service import Announcement, running
-    from .workspace import Workspace
+    from .protocol.announcement import Announcement
+    from .service import running
 
     root = _workspace(args)
-    found = running(Workspace(root))
+    found = running(root)
     if found is None:
-        stale = Announcement.read(Workspace(root))
+        stale = Announcement.read(root)
         print(
             f"no engine runs for {root}" + (f" (stale announcement of pid {stale.pid})" if stale else ""),
             file=sys.stderr,
         )
         return 1
-    import httpx
-
-    httpx.post(f"{found.url}/v1/shutdown", headers={"authorization": f"Bearer {found.token}"}, timeout=5)
+    with contextlib.closing(EngineClient(found.url, found.token, timeout=5)) as client:
+        client.post("/v1/shutdown")
     print(f"stopping the engine for {root} (pid {found.pid})", file=sys.stderr)
     return 0
 
@@ -276,20 +277,15 @@ def cmd_shim(args: argparse.Namespace) -> int:
     return 0
 
 
-def _running_client(args: argparse.Namespace, timeout: float = 30.0) -> Any:
-    from .client import EngineClient
-    from .workspace import Workspace
-
+def _running_client(args: argparse.Namespace, timeout: float = 30.0) -> EngineClient | None:
     if getattr(args, "attach", None):
         if not args.token:
             raise UsageError("--attach needs --token")
         return EngineClient(args.attach, args.token, timeout)
-    return EngineClient.for_workspace(Workspace(_workspace(args)), timeout)
+    return EngineClient.for_workspace(_workspace(args), timeout)
 
 
 def cmd_heartbeat(args: argparse.Namespace) -> int:
-    from .client import EngineUnavailable
-
     client = _running_client(args, timeout=3600.0)
     if client is None:
         raise UsageError(
@@ -309,19 +305,9 @@ def cmd_heartbeat(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_console(args: argparse.Namespace) -> int:
-    # The console is a separate program that talks to the engine over HTTP; only this launcher
-    # lives in the engine's command line.
-    from evolve_console.launch import LaunchError, run
-
-    try:
-        return run(None if args.attach else _workspace(args, must_exist=False), args.attach, args.token)
-    except LaunchError as exc:
-        print(f"evolve console: {exc}", file=sys.stderr)
-        return 1
-
-
 def cmd_doctor(args: argparse.Namespace) -> int:
+    from .doctor import diagnose
+
     root = _workspace(args, must_exist=False)
     project = Path(args.project).absolute() if args.project else None
     report = asyncio.run(diagnose(root, project=project))
@@ -415,17 +401,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--token", metavar="TOKEN", help="that engine's token")
     p.set_defaults(func=cmd_heartbeat)
 
-    p = sub.add_parser("console", parents=[common], help="the operator console (starts the engine if needed)")
-    p.add_argument("--attach", metavar="URL", help="attach to an engine elsewhere instead of the workspace's")
-    p.add_argument("--token", metavar="TOKEN", help="that engine's token")
-    p.set_defaults(func=cmd_console)
-
     p = sub.add_parser("doctor", parents=[common], help="check the workspace; exit 1 when something is wrong")
     p.add_argument("--json", action="store_true")
     p.add_argument(
         "--project", metavar="DIR", help="also check this opencode project's plugin entry and agents"
     )
     p.set_defaults(func=cmd_doctor)
+    for entry in metadata.entry_points(group=COMMANDS_GROUP):
+        entry.load()(sub, common)
     return parser
 
 

@@ -1,15 +1,15 @@
-"""A small client for a running engine's HTTP API (the command line uses it; the console has its own
-async one). The address and token come from the workspace's `state/engine.json`, or are given."""
+"""The command line's client for a running engine's HTTP API (the console has its own, asynchronous
+one). The address and token come from the workspace's announcement, or are given."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import httpx
 
-from .server import API_VERSION
-from .service import Announcement, running
-from .workspace import Workspace
+from .protocol.api import API_VERSION, API_VERSION_HEADER
+from .service import running
 
 
 class EngineUnavailable(RuntimeError):
@@ -21,14 +21,14 @@ class EngineClient:
         self.url = url.rstrip("/")
         self._http = httpx.Client(
             base_url=self.url,
-            headers={"authorization": f"Bearer {token}", "x-evolve-api": str(API_VERSION)},
+            headers={"authorization": f"Bearer {token}", API_VERSION_HEADER: str(API_VERSION)},
             timeout=timeout,
         )
 
     @classmethod
-    def for_workspace(cls, ws: Workspace, timeout: float = 30.0) -> EngineClient | None:
-        """The running engine of `ws`, or None when none answers."""
-        found: Announcement | None = running(ws)
+    def for_workspace(cls, root: Path, timeout: float = 30.0) -> EngineClient | None:
+        """The running engine of the workspace at `root`, or None when none answers."""
+        found = running(root)
         return cls(found.url, found.token, timeout) if found else None
 
     def close(self) -> None:

@@ -17,6 +17,8 @@ from typing import Any
 
 import json5
 
+from .schema import json_type
+
 CLEANUP_MODES = ("none", "new", "archive", "compact")
 REVIEW_MODES = ("log", "gate")
 
@@ -182,20 +184,6 @@ def _from_env_text(name: str, text: str) -> object:
         except ValueError:
             raise _FieldError(f"expected an integer, got {text!r}") from None
     return text
-
-
-def json_type(value: object) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "boolean"
-    if isinstance(value, (int, float)):
-        return "number"
-    if isinstance(value, str):
-        return "string"
-    if isinstance(value, list):
-        return "array"
-    return "object"
 
 
 def blank_comments(text: str) -> str:

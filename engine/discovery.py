@@ -21,7 +21,7 @@ class HookFile:
 
     @property
     def stem(self) -> str:
-        """The default registration name: the file name without its last extension (§32)."""
+        """The default registration name: the file name without its last extension."""
         base, dot, _ext = self.name.rpartition(".")
         return base if dot and base else self.name
 
@@ -73,7 +73,7 @@ def scan_hooks(hooks_dir: Path) -> tuple[list[HookFile], list[Skipped]]:
     """Executable regular files in `hooks_dir`, sorted; names starting with `.` or `__` are ignored.
 
     An entry that cannot be used (not executable, a directory, a dangling link, unreadable) is
-    reported in the second list and does not affect the others (SPEC A.11).
+    reported in the second list and does not affect the others.
     """
     try:
         names = os.listdir(hooks_dir)
@@ -107,7 +107,7 @@ def scan_hooks(hooks_dir: Path) -> tuple[list[HookFile], list[Skipped]]:
 
 
 def registration_from(file: HookFile, result: dict[str, Any] | None, error: str | None) -> Registration:
-    """Build a hook's registration from its discover output; defaults on failure (§32, §65)."""
+    """Build a hook's registration from its discover output; defaults (no test, no tools) on failure."""
     reg = Registration(file=file, name=file.stem)
     if error is not None or result is None:
         reg.problems.append(f"discover failed: {error}; registered with defaults (no test, no tools)")

@@ -7,45 +7,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from .discovery import HookFile
-from .records import HookRun, StageResult, new_id
+from .protocol.records import HookRun, StageResult, new_id
+from .protocol.stages import NO_RECOVER, SESSIONLESS
 from .workspace import Workspace
-
-STAGES = (
-    "discover",
-    "mutate_request",
-    "observe_message",
-    "idle",
-    "heartbeat",
-    "compacting",
-    "format_notification",
-    "recover",
-    "execute_tool",
-    "tool_before",
-    "tool_after",
-)
-# Stages whose failures do not trigger recover (§64): observational ones, recover itself, and the
-# ones that are not dispatched to all hooks.
-NO_RECOVER = frozenset(
-    {
-        "tool_before",
-        "tool_after",
-        "observe_message",
-        "format_notification",
-        "idle",
-        "compacting",
-        "recover",
-        "discover",
-        "execute_tool",
-    }
-)
-# Stages whose input never carries a session or history (§39).
-SESSIONLESS = frozenset({"discover", "recover", "format_notification"})
 
 RunHook = Callable[[HookFile, str, dict[str, Any], "str | None", "str | None"], Awaitable[HookRun]]
 
 
 def merge(acc: dict[str, Any], incoming: dict[str, Any]) -> dict[str, Any]:
-    """Fold one hook's result into the accumulator (§58-§62): arrays concatenate, strings join with
+    """Fold one hook's result into the accumulator: arrays concatenate, strings join with
     a newline, anything else is replaced by the later value. Returns `acc`, changed in place."""
     for key, value in incoming.items():
         if key not in acc:
@@ -62,7 +32,7 @@ def merge(acc: dict[str, Any], incoming: dict[str, Any]) -> dict[str, Any]:
 def build_input(
     stage: str, prompts: dict[str, str], context: dict[str, Any], history: list[Any] | None
 ) -> dict[str, Any]:
-    """The stdin document: `{"hook", "prompts", ...context, "history"?}` in that key order (§37)."""
+    """The stdin document: `{"hook", "prompts", ...context, "history"?}` in that key order."""
     if stage == "discover":
         return {"hook": "discover"}
     payload: dict[str, Any] = {"hook": stage, "prompts": prompts}
@@ -77,7 +47,7 @@ def _nonempty_system(value: object) -> bool:
 
 
 def recover_defaults(merged: dict[str, Any], prompts: dict[str, str]) -> list[str]:
-    """Fill in the recover stage's host defaults (§69); returns the keys it filled."""
+    """Fill in the recover stage's host defaults (the preamble and recover prompts); returns the keys it filled."""
     filled: list[str] = []
     if not _nonempty_system(merged.get("system")):
         parts = [p for p in (prompts.get("preamble"), prompts.get("recover")) if p]
@@ -135,7 +105,7 @@ class Dispatcher:
     async def _recover(
         self, error: str, failed_stage: str, prompts: dict[str, str], parent: StageResult
     ) -> dict[str, Any]:
-        """Run `recover` on all hooks (§67); a failure inside recover is swallowed (§71)."""
+        """Run `recover` on all hooks; a failure inside recover is swallowed (no recover of recover)."""
         parent.recovered = True
         payload = build_input("recover", prompts, {"error": error, "failed_hook": failed_stage}, None)
         merged: dict[str, Any] = {}
@@ -156,6 +126,6 @@ class Dispatcher:
         session: str | None = None,
         history: list[Any] | None = None,
     ) -> HookRun:
-        """Run a single hook, unmerged and without recover (execute_tool, §101)."""
+        """Run a single hook, unmerged and without recover (execute_tool goes to the tool's own hook only)."""
         payload = build_input(stage, self.workspace.read_prompts(), context, history if session else None)
         return await self._run_hook(hook, stage, payload, session, None)

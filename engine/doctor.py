@@ -10,7 +10,7 @@ from typing import Any
 from .config import load_config
 from .discovery import registration_from, scan_hooks
 from .gitstore import GitError, GitStore
-from .records import HookRun, new_id
+from .protocol.records import HookRun, new_id
 from .runner import execute
 from .workspace import PROMPT_CONTRACT, Workspace
 

@@ -113,7 +113,7 @@ class GitStore:
             )
 
     def _env(self) -> dict[str, str]:
-        """Use the repository's identity if it has one, else `evolve` (§160), without writing config."""
+        """Use the repository's identity if it has one, else `evolve`, without writing config."""
         env: dict[str, str] = {}
         if not self._has_config("user.name"):
             env["GIT_AUTHOR_NAME"] = env["GIT_COMMITTER_NAME"] = IDENTITY["name"]

@@ -13,15 +13,21 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
-from dataclasses import asdict, dataclass, field
+from collections.abc import Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import Any, Protocol
 
+from .activity import Activity
 from .builtins import format_datetime
-
-if TYPE_CHECKING:
-    from .runtime import Engine
+from .bus import EventBus
+from .commits import Commits
+from .config import Config
+from .journal import Journal
+from .opencode import OpencodeUnreachable
+from .protocol.records import HeartbeatChanged, HeartbeatStatus, StageResult, TickResult
+from .sessions import SessionStore
+from .workspace import StateFile
 
 log = logging.getLogger("evolve.heartbeat")
 
@@ -47,7 +53,8 @@ class RealClock:
 
 
 class Opencode(Protocol):
-    """What a tick needs from opencode (the engine's bridge implements it over HTTP)."""
+    """What a tick needs from opencode (engine.connections.OpencodeSessions, over HTTP). Raises
+    OpencodeUnreachable when opencode does not answer."""
 
     async def busy_sessions(self) -> set[str]: ...
     async def create_session(self, title: str) -> str: ...
@@ -55,29 +62,6 @@ class Opencode(Protocol):
     async def summarize(self, session: str, model: dict[str, str]) -> None: ...
     async def archive(self, session: str) -> None: ...
     async def prompt(self, session: str, text: str, agent: str, model: dict[str, str]) -> None: ...
-
-
-class Unreachable(RuntimeError):
-    """opencode cannot be reached: the tick is skipped with this reason."""
-
-
-@dataclass
-class TickResult:
-    trigger: str  # timer | manual
-    started_at: float
-    outcome: str = "ok"  # ok | skipped | failed | cancelled
-    reason: str | None = None
-    session: str | None = None
-    model: dict[str, str] | None = None
-    cleanup: dict[str, Any] | None = None  # {"mode", "due_to", "count", "tokens", "ok", "error"}
-    user: str | None = None
-    count: int | None = None
-    tokens: int | None = None
-    duration_ms: float = 0.0
-    dispatch_id: str | None = None
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 @dataclass
@@ -89,9 +73,38 @@ class HeartbeatState:
     history: list[TickResult] = field(default_factory=list)
 
 
+Dispatch = Callable[..., Coroutine[Any, Any, StageResult]]
+
+
 class Heartbeat:
-    def __init__(self, engine: Engine, opencode: Opencode, clock: Clock | None = None) -> None:
-        self.engine = engine
+    def __init__(
+        self,
+        *,
+        config: Callable[[], Config],
+        state: StateFile,
+        journal: Journal | None,
+        bus: EventBus,
+        dispatch: Dispatch,
+        sessions: SessionStore,
+        after_result: Callable[[dict[str, Any], str | None], None],
+        commits: Commits,
+        model: Callable[[], dict[str, str] | None],
+        prompt: Callable[[], str],
+        activity: Activity,
+        opencode: Opencode,
+        clock: Clock | None = None,
+    ) -> None:
+        self._config = config
+        self._state_file = state
+        self._journal = journal
+        self._bus = bus
+        self._dispatch = dispatch
+        self._sessions = sessions
+        self._after_result = after_result
+        self._commits = commits
+        self._model = model
+        self._prompt = prompt
+        self._activity = activity
         self.opencode = opencode
         self.clock: Clock = clock or RealClock()
         self.state = HeartbeatState()
@@ -102,16 +115,16 @@ class Heartbeat:
         self._connected_at = 0.0
         self.tokens: int | None = None  # the heartbeat session's token total, as last measured
         self.on_tick: list[Callable[[TickResult], Awaitable[None] | None]] = []
-        last = engine.state.read().get("heartbeat_last")
+        last = state.read().get("heartbeat_last")
         if isinstance(last, dict):
             with contextlib.suppress(TypeError):
-                self.state.last = TickResult(**last)
+                self.state.last = TickResult.from_dict(last)
 
     # ---- schedule ---------------------------------------------------------------------------
 
     @property
     def interval_ms(self) -> int:
-        return self.engine.config.heartbeat_ms
+        return self._config().heartbeat_ms
 
     @property
     def enabled(self) -> bool:
@@ -119,7 +132,7 @@ class Heartbeat:
 
     @property
     def paused(self) -> bool:
-        return bool(self.engine.state.read().get("heartbeat_paused"))
+        return bool(self._state_file.read().get("heartbeat_paused"))
 
     def start(self) -> None:
         if self._task is None:
@@ -132,7 +145,7 @@ class Heartbeat:
             self._task = None
 
     def connected(self) -> None:
-        """opencode is reachable: the first tick comes `heartbeat_ms` from now (§177)."""
+        """opencode is reachable: the first tick comes `heartbeat_ms` from now."""
         if not self._connected:
             self._connected = True
             self._connected_at = self.clock.now()
@@ -170,15 +183,15 @@ class Heartbeat:
                 log.exception("heartbeat tick failed")
 
     async def pause(self) -> None:
-        self.engine.state.update({"heartbeat_paused": True})
-        self.engine.bus.publish("heartbeat", {"event": "paused", **self.status()})
+        self._state_file.update({"heartbeat_paused": True})
+        self._publish("paused")
         self._wake.set()
 
     async def resume(self) -> None:
-        self.engine.state.update({"heartbeat_paused": False})
+        self._state_file.update({"heartbeat_paused": False})
         if self.state.next_at is not None and self.state.next_at < self.clock.now():
             self._schedule_from(self.clock.now())
-        self.engine.bus.publish("heartbeat", {"event": "resumed", **self.status()})
+        self._publish("resumed")
         self._wake.set()
 
     # ---- a tick -----------------------------------------------------------------------------
@@ -193,12 +206,13 @@ class Heartbeat:
                 # A manual tick ran while this one waited: the timer starts over from that one.
                 return self.state.last or TickResult(trigger, self.clock.now(), "skipped", "superseded")
             self.state.running = True
-            self.engine.bus.publish("heartbeat", {"event": "tick_started", "trigger": trigger})
+            self._publish("tick_started", trigger=trigger)
             result = TickResult(trigger=trigger, started_at=self.clock.now())
             started = time.perf_counter()
             try:
-                await self._tick(result)
-            except Unreachable as exc:
+                with self._activity.running():
+                    await self._tick(result)
+            except OpencodeUnreachable as exc:
                 result.outcome, result.reason = "skipped", f"opencode unreachable: {exc}"
             except asyncio.CancelledError:
                 result.outcome, result.reason = "cancelled", "the engine stopped during the tick"
@@ -212,11 +226,11 @@ class Heartbeat:
                 self.state.last = result
                 self.state.ticks += 1
                 self.state.history = [*self.state.history[-49:], result]
-                self.engine.state.update({"heartbeat_last": result.to_dict()})
-                if self.engine.journal is not None:
-                    self.engine.journal.record_event("heartbeat", result.to_dict(), at=result.started_at)
+                self._state_file.update({"heartbeat_last": result.to_dict()})
+                if self._journal is not None:
+                    self._journal.record_event("heartbeat", result.to_dict(), at=result.started_at)
                 self._schedule_from(self.clock.now())
-            self.engine.bus.publish("heartbeat", {"event": "tick", **result.to_dict()})
+            self._publish("tick", tick=result, trigger=result.trigger)
             for callback in self.on_tick:
                 outcome = callback(result)
                 if asyncio.iscoroutine(outcome):
@@ -224,10 +238,10 @@ class Heartbeat:
             return result
 
     async def _tick(self, result: TickResult) -> None:
-        engine, config = self.engine, self.engine.config
-        model = engine.last_model()
+        config = self._config()
+        model = self._model()
         result.model = model
-        state = engine.state.read()
+        state = self._state_file.read()
         session = state.get("heartbeat_session") if isinstance(state.get("heartbeat_session"), str) else None
         if config.heartbeat_skip_active:
             busy = await self._busy()
@@ -258,25 +272,25 @@ class Heartbeat:
             result.session = session
             count = 0
         # The tick commits what the hooks changed itself, as the heartbeat's (not as a stage's).
-        dispatched = await engine.dispatch("heartbeat", {"sessions": []}, session=session, settle=False)
+        dispatched = await self._dispatch("heartbeat", {"sessions": []}, session=session, settle=False)
         result.dispatch_id = dispatched.id
-        user = engine.heartbeat_user(dispatched)
+        user = self._user(dispatched)
         if user:
             system = dispatched.merged.get("system")
             if isinstance(system, list) and any(isinstance(s, str) and s for s in system):
-                engine.sessions.freeze(session, [str(s) for s in system])
+                self._sessions.freeze(session, [str(s) for s in system])
             result.user = user
             try:
                 await self.opencode.prompt(session, f"[heartbeat] {user}", config.heartbeat_agent, model)
-            except Unreachable:
+            except OpencodeUnreachable:
                 raise
             except Exception as exc:
-                # The session is unusable (deleted, broken): the next tick starts a new one (§190).
-                engine.state.update({"heartbeat_session": None, "heartbeat_count": 0})
+                # The session is unusable (deleted, broken): the next tick starts a new one.
+                self._state_file.update({"heartbeat_session": None, "heartbeat_count": 0})
                 result.outcome, result.reason = "failed", f"prompt failed, session dropped: {exc}"
                 return
             count += 1
-            engine.state.update(
+            self._state_file.update(
                 {
                     "heartbeat_count": count,
                     "heartbeat_time": format_datetime(datetime.now(UTC)),
@@ -286,30 +300,37 @@ class Heartbeat:
             result.count = count
         else:
             result.reason = "no user message (the hooks gave none and prompts/heartbeat.md is empty)"
-        engine.bridge.after_result(dispatched.merged, source=session)
-        async with engine.write_lock:
-            await engine.commit(
+        self._after_result(dispatched.merged, session)
+        async with self._commits.lock:
+            await self._commits.commit_quietly(
                 "heartbeat", {"Origin": "heartbeat", "Session": session, "Stage": "heartbeat"}
             )
+
+    def _user(self, result: StageResult) -> str | None:
+        """`user` from the hooks, else the trimmed prompts/heartbeat.md."""
+        user = result.merged.get("user")
+        if isinstance(user, str) and user:
+            return user
+        return self._prompt().strip() or None
 
     async def _busy(self) -> set[str]:
         try:
             return await self.opencode.busy_sessions()
-        except Unreachable:
+        except OpencodeUnreachable:
             raise
         except Exception as exc:
-            raise Unreachable(str(exc)) from exc
+            raise OpencodeUnreachable(str(exc)) from exc
 
     async def _new_session(self) -> str:
-        title = f"{self.engine.config.heartbeat_title} ({format_datetime(datetime.now(UTC))})"
+        title = f"{self._config().heartbeat_title} ({format_datetime(datetime.now(UTC))})"
         session = await self.opencode.create_session(title)
-        self.engine.state.update({"heartbeat_session": session})
-        self.engine.sessions.get(session)
+        self._state_file.update({"heartbeat_session": session})
+        self._sessions.get(session)
         return session
 
     async def _cleanup_due(self, session: str, count: int, result: TickResult) -> dict[str, Any] | None:
-        """Each threshold on its own; the count is checked first (§182)."""
-        config = self.engine.config
+        """Each threshold on its own; the count is checked first."""
+        config = self._config()
         if config.heartbeat_cleanup == "none":
             return None
         if config.heartbeat_cleanup_count is not None and count >= config.heartbeat_cleanup_count:
@@ -336,7 +357,7 @@ class Heartbeat:
         return None
 
     async def _cleanup(self, session: str, model: dict[str, str], cleanup: dict[str, Any]) -> str:
-        """Run the cleanup mode; the count is reset whatever happens (§185)."""
+        """Run the cleanup mode; the count is reset whatever happens."""
         mode = cleanup["mode"]
         new_session = session
         try:
@@ -353,34 +374,44 @@ class Heartbeat:
             cleanup["error"] = str(exc)
         cleanup["from_session"] = session
         cleanup["to_session"] = new_session
-        self.engine.state.update({"heartbeat_count": 0, "heartbeat_session": new_session})
+        self._state_file.update({"heartbeat_count": 0, "heartbeat_session": new_session})
         self.tokens = None if new_session != session else self.tokens
-        self.engine.bus.publish("heartbeat", {"event": "cleanup", **cleanup})
-        if self.engine.journal is not None:
-            self.engine.journal.record_event("heartbeat_cleanup", cleanup)
+        self._publish("cleanup", cleanup=cleanup)
+        if self._journal is not None:
+            self._journal.record_event("heartbeat_cleanup", cleanup)
         return new_session
 
     # ---- status -----------------------------------------------------------------------------
 
-    def status(self) -> dict[str, Any]:
-        config = self.engine.config
-        state = self.engine.state.read()
+    def _publish(
+        self,
+        event: str,
+        *,
+        tick: TickResult | None = None,
+        cleanup: dict[str, Any] | None = None,
+        trigger: str | None = None,
+    ) -> None:
+        self._bus.publish(HeartbeatChanged(event, self.status(), tick, cleanup, trigger))
+
+    def status(self) -> HeartbeatStatus:
+        config = self._config()
+        state = self._state_file.read()
         now = self.clock.now()
-        return {
-            "enabled": self.enabled,
-            "interval_ms": self.interval_ms,
-            "connected": self._connected,
-            "paused": bool(state.get("heartbeat_paused")),
-            "running": self.state.running,
-            "next_at": self.state.next_at,
-            "next_in_s": None if self.state.next_at is None else max(self.state.next_at - now, 0.0),
-            "count": int(state.get("heartbeat_count") or 0),
-            "count_threshold": config.heartbeat_cleanup_count,
-            "tokens": self.tokens,
-            "tokens_threshold": config.heartbeat_cleanup_tokens,
-            "cleanup": config.heartbeat_cleanup,
-            "session": state.get("heartbeat_session"),
-            "time": state.get("heartbeat_time"),
-            "model": self.engine.last_model(),
-            "last": self.state.last.to_dict() if self.state.last else None,
-        }
+        return HeartbeatStatus(
+            enabled=self.enabled,
+            interval_ms=self.interval_ms,
+            connected=self._connected,
+            paused=bool(state.get("heartbeat_paused")),
+            running=self.state.running,
+            next_at=self.state.next_at,
+            next_in_s=None if self.state.next_at is None else max(self.state.next_at - now, 0.0),
+            count=int(state.get("heartbeat_count") or 0),
+            count_threshold=config.heartbeat_cleanup_count,
+            tokens=self.tokens,
+            tokens_threshold=config.heartbeat_cleanup_tokens,
+            cleanup=config.heartbeat_cleanup,
+            session=state.get("heartbeat_session"),
+            time=state.get("heartbeat_time"),
+            model=self._model(),
+            last=self.state.last,
+        )

@@ -5,7 +5,7 @@ snapshotted with `to_dict()` and handed to a background writer thread, which JSO
 and commits in batches (up to `BATCH_MAX_ROWS` rows, or whatever arrived within
 `BATCH_INTERVAL_S` of the first row, in one transaction). `flush()` waits until everything
 enqueued before it is committed. Reads use their own connection, guarded by a lock, and return
-the dataclasses from `engine.records`.
+the records of the wire contract (`engine.protocol.records`).
 
 Every table keeps the full record as JSON in `data`; the other columns are copies of a few
 fields, there for filtering, ordering and counting. Records are upserted by id, since a run is
@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, Final, Self, TypeVar
 
-from engine.records import HookRun, JSONDict, StageResult, ToolCall
+from .protocol.records import HookRun, JSONDict, StageResult, ToolCall, new_id
 
 log = logging.getLogger("evolve.journal")
 
@@ -377,8 +377,6 @@ class Journal:
 
     def record_event(self, kind: str, data: JSONDict, at: float | None = None) -> str:
         """Keep an engine event (e.g. a heartbeat tick or skip with its reason and figures)."""
-        from engine.records import new_id
-
         event_id = new_id("evt")
         record = {"id": event_id, "started_at": time.time() if at is None else at, "kind": kind, "data": data}
         self._enqueue("events", lambda: dict(record))

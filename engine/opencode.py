@@ -14,9 +14,19 @@ from typing import Any
 
 import httpx
 
+from .protocol.records import ConnectionInfo
+
 
 class OpencodeError(RuntimeError):
-    pass
+    """opencode answered, but with an error (or something unusable)."""
+
+
+class OpencodeUnreachable(OpencodeError):
+    """opencode did not answer at all: the connection is presumed gone."""
+
+
+class NoOpencode(OpencodeUnreachable):
+    """No opencode is connected to the engine."""
 
 
 @dataclass
@@ -33,17 +43,17 @@ class Connection:
     last_ok: float | None = None
     last_error: str | None = None
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "id": self.id,
-            "url": self.url,
-            "directory": self.directory,
-            "mode": self.mode,
-            "shim_version": self.shim_version,
-            "connected_at": self.connected_at,
-            "last_ok": self.last_ok,
-            "last_error": self.last_error,
-        }
+    def info(self) -> ConnectionInfo:
+        return ConnectionInfo(
+            id=self.id,
+            url=self.url,
+            directory=self.directory,
+            mode=self.mode,
+            shim_version=self.shim_version,
+            connected_at=self.connected_at,
+            last_ok=self.last_ok,
+            last_error=self.last_error,
+        )
 
 
 class OpencodeClient:
@@ -75,7 +85,9 @@ class OpencodeClient:
             resp = await self._http.request(method, path, **kwargs)
         except httpx.TransportError as exc:
             self.conn.last_error = f"{type(exc).__name__}: {exc}"
-            raise OpencodeError(f"opencode unreachable at {self.conn.url}: {self.conn.last_error}") from exc
+            raise OpencodeUnreachable(
+                f"opencode unreachable at {self.conn.url}: {self.conn.last_error}"
+            ) from exc
         except httpx.HTTPError as exc:  # reached, but the answer was unusable: the connection stays
             raise OpencodeError(f"opencode {method} {path}: bad answer: {type(exc).__name__}: {exc}") from exc
         if resp.status_code >= 400:
@@ -88,21 +100,9 @@ class OpencodeClient:
             return None
         return resp.json()
 
-    async def health(self) -> dict[str, Any]:
-        result: dict[str, Any] = await self._request("GET", "/global/health", timeout=3.0)
-        return result
-
     async def create_session(self, title: str | None = None) -> dict[str, Any]:
         body = {"title": title} if title else {}
         result: dict[str, Any] = await self._request("POST", "/session", json=body)
-        return result
-
-    async def get_session(self, session: str) -> dict[str, Any]:
-        result: dict[str, Any] = await self._request("GET", f"/session/{session}")
-        return result
-
-    async def list_sessions(self) -> list[dict[str, Any]]:
-        result: list[dict[str, Any]] = await self._request("GET", "/session")
         return result
 
     async def status(self) -> dict[str, Any]:

@@ -1,4 +1,4 @@
-"""Path safety for tools that take a file name from the agent (§133, tightened).
+"""Path safety for tools that take a file name from the agent (stricter than the original host: symbolic links are resolved too).
 
 A name is refused when it is empty, contains a NUL byte, is absolute, escapes the base directory
 with `..`, or resolves (through symbolic links) to a place outside the base directory.

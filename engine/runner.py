@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .records import HookRun
+from .protocol.records import HookRun
 
 STDERR_LIMIT = 256 * 1024
 # How long to keep reading a hook's pipes after it exited, when something it started still holds them.
@@ -38,7 +38,7 @@ def _preview(text: str, limit: int = 60) -> str:
 
 
 def parse_jsonl(stdout: bytes) -> tuple[list[str], list[Any], dict[str, Any], str | None]:
-    """Split stdout into lines and fold them into one result (§51-§56 with SPEC A.10).
+    """Split stdout into lines and fold them into one result (docs/hooks.md, "What a hook prints").
 
     Returns (lines, logs, result, error). A line whose `log` is truthy goes to `logs` and is dropped
     from the result, as in the original host; other object lines are merged with later keys winning.
@@ -113,6 +113,7 @@ class Finished:
     stdout_truncated: bool = False
     returncode: int | None = None
     failure: str | None = None
+    timed_out: bool = False  # the failure is the timeout
     spawn_error: OSError | None = None
 
     @property
@@ -201,6 +202,7 @@ async def _supervise(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_ms / 1000
     failure: str | None = None
+    timed_out = False
     pending = {wait_task, out_task}
     while pending and failure is None:
         finished, pending = await asyncio.wait(
@@ -210,11 +212,12 @@ async def _supervise(
             failure = f"stdout exceeded {stdout_limit} bytes (process group killed)"
         elif not finished:
             failure = f"timeout after {timeout_ms} ms (process group killed)"
+            timed_out = True
         elif wait_task.done() and pending:
             # It exited; give whatever it started a moment to release stdout, then stop.
             deadline = min(deadline, loop.time() + PIPE_GRACE_S)
-    if failure is not None and failure.startswith("timeout") and wait_task.done():
-        failure = None  # only leftovers of a finished process held the pipe; judge it by its exit
+    if timed_out and wait_task.done():
+        failure, timed_out = None, False  # only leftovers of a finished process held the pipe
     if failure is None and not err_task.done():
         await asyncio.wait({err_task}, timeout=min(PIPE_GRACE_S, max(deadline - loop.time(), 0)))
     killed = failure is not None or not (out_task.done() and err_task.done())
@@ -234,6 +237,7 @@ async def _supervise(
     done.stderr, done.stderr_truncated = bytes(err.data), err.cut
     done.returncode = proc.returncode
     done.failure = failure
+    done.timed_out = timed_out
     return done
 
 

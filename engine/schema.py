@@ -1,15 +1,15 @@
 """JSON Schemas for hook tool parameters, argument validation, and permission patterns.
 
 A hook's `discover` output declares tools whose `parameters` map each parameter name to a spec
-(SPEC §134-§141). This module turns those specs into JSON Schema, validates the arguments of a call
-against that schema before `execute_tool` runs (SPEC A.9), and computes the permission patterns a
-hook tool call asks for (SPEC §145, §147).
+(docs/hooks.md, "Parameter specs and their JSON Schema"). This module turns those specs into JSON Schema, validates the arguments of a call
+against that schema before `execute_tool` runs, and computes the permission patterns a
+hook tool call asks for.
 
-Schema rules (SPEC §135-§141, with the decisions below):
+Schema rules (as the original TypeScript host made them, with the decisions below):
 
 - A bare string spec is a required string; the string is its description.
 - An object spec is `{type?, description?, optional?, enum?}`. The description defaults to the
-  parameter name and is put on *every* property (the §141 table omits it in some rows).
+  parameter name and is put on *every* property.
 - A non-empty `enum` gives `{"type": "string", "enum": [...]}`; `type` is then ignored.
 - `type` is parsed with `^(\\w+)(?:\\[(.+)\\])?$`; no match means `string`. `string`, `number`,
   `boolean`, `object`, `array` and `any` are known; anything else (`integer`, `int`, `dict`, ...)
@@ -129,8 +129,8 @@ def _js_truthy(value: object) -> bool:
     return True
 
 
-def _kind(value: object) -> str:
-    """Short name for the kind of a value, used in messages."""
+def json_type(value: object) -> str:
+    """The JSON name of a value's type (null, boolean, number, string, array, object), for messages."""
     if value is None:
         return "null"
     if isinstance(value, bool):
@@ -140,7 +140,7 @@ def _kind(value: object) -> str:
     if isinstance(value, str):
         return "string"
     if isinstance(value, (list, tuple)):
-        return "list"
+        return "array"
     if isinstance(value, dict):
         return "object"
     return type(value).__name__
@@ -158,22 +158,24 @@ def param_schema(name: str, spec: object) -> JSONDict:
     if isinstance(spec, str):
         return {"type": "string", "description": spec}
     if not isinstance(spec, dict):
-        raise ToolSpecError(f'parameter "{name}": spec must be a string or an object (got {_kind(spec)})')
+        raise ToolSpecError(f'parameter "{name}": spec must be a string or an object (got {json_type(spec)})')
 
     description = spec.get("description")
     if description is not None and not isinstance(description, str):
-        raise ToolSpecError(f'parameter "{name}": description must be a string (got {_kind(description)})')
+        raise ToolSpecError(
+            f'parameter "{name}": description must be a string (got {json_type(description)})'
+        )
     if not description:
         description = name
 
     enum = spec.get("enum")
     if enum is not None:
         if not isinstance(enum, list):
-            raise ToolSpecError(f'parameter "{name}": enum must be a list of strings (got {_kind(enum)})')
+            raise ToolSpecError(f'parameter "{name}": enum must be a list of strings (got {json_type(enum)})')
         bad = [value for value in enum if not isinstance(value, str)]
         if bad:
             raise ToolSpecError(
-                f'parameter "{name}": enum values must be strings (got {_kind(bad[0])} {_show(bad[0])})'
+                f'parameter "{name}": enum values must be strings (got {json_type(bad[0])} {_show(bad[0])})'
             )
         if enum:
             return {"type": "string", "enum": list(enum), "description": description}
@@ -184,7 +186,7 @@ def param_schema(name: str, spec: object) -> JSONDict:
     elif isinstance(type_text, str):
         schema = _type_schema(type_text)
     else:
-        raise ToolSpecError(f'parameter "{name}": type must be a string (got {_kind(type_text)})')
+        raise ToolSpecError(f'parameter "{name}": type must be a string (got {json_type(type_text)})')
     schema["description"] = description
     return schema
 
@@ -200,7 +202,7 @@ def tool_schema(parameters: JSONDict | None) -> JSONDict:
     if parameters is not None:
         if not isinstance(parameters, dict):
             raise ToolSpecError(
-                f"parameters must be an object mapping parameter names to specs (got {_kind(parameters)})"
+                f"parameters must be an object mapping parameter names to specs (got {json_type(parameters)})"
             )
         for name, spec in parameters.items():
             if not isinstance(name, str):
@@ -235,7 +237,7 @@ def _show(value: object) -> str:
 
 def _got(value: object) -> str:
     """`string "x"`, `number 3`, `null`, ... for "(got ...)" parts of messages."""
-    kind = _kind(value)
+    kind = json_type(value)
     if value is None:
         return kind
     return f"{kind} {_show(value)}"
@@ -333,7 +335,7 @@ def _messages(error: ValidationError) -> list[tuple[list[object], str]]:
             return [
                 (
                     path,
-                    f"arguments must be of type {_type_names(value)} (got {_kind(instance)})",
+                    f"arguments must be of type {_type_names(value)} (got {json_type(instance)})",
                 )
             ]
         return [
@@ -373,7 +375,7 @@ def validate_args(schema: JSONDict, args: object) -> list[str]:
     values and the value given), sorted by argument path; an empty list means the call is valid.
     """
     if schema.get("type") == "object" and not isinstance(args, dict):
-        return [f"arguments must be an object (got {_kind(args)})"]
+        return [f"arguments must be an object (got {json_type(args)})"]
     validator = Draft202012Validator(schema)
     found: dict[str, SortKey] = {}
     for error in validator.iter_errors(args):
@@ -387,7 +389,7 @@ def validate_args(schema: JSONDict, args: object) -> list[str]:
 
 
 def permission_patterns(permission: object, args: JSONDict) -> list[str]:
-    """Patterns a hook tool call asks permission for (SPEC §145).
+    """Patterns a hook tool call asks permission for (docs/hooks.md, "Permissions").
 
     `permission` is the tool definition's `permission` value. Without an `arg` (a string or a list
     of strings) the pattern is `["*"]`; otherwise the values of those arguments that are non-empty

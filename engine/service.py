@@ -1,28 +1,23 @@
-"""`evolve serve`: one long-lived engine per workspace, announced in `state/engine.json`.
-
-The announcement holds the address, a random bearer token and the pid, and is readable only by its
-owner. A lock file makes sure a second engine for the same workspace refuses to start.
-"""
+"""`evolve serve`: one long-lived engine per workspace, announced in `state/engine.json`
+(protocol.announcement). A lock file makes sure a second engine for the same workspace refuses to
+start."""
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import fcntl
-import json
 import logging
 import os
 import secrets
 import signal
 import socket
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
-
-import httpx
 
 from . import __version__
-from .workspace import Workspace, write_atomic
+from .protocol.announcement import Announcement
+from .protocol.api import API_VERSION
+from .workspace import Workspace
 
 log = logging.getLogger("evolve.service")
 
@@ -31,66 +26,34 @@ class AlreadyRunning(RuntimeError):
     pass
 
 
-@dataclass(frozen=True)
-class Announcement:
-    url: str
-    token: str
-    pid: int
-    version: str
-    api: int
-    workspace: str
-
-    @classmethod
-    def read(cls, ws: Workspace) -> Announcement | None:
-        try:
-            data = json.loads((ws.state_dir / "engine.json").read_text(encoding="utf-8"))
-            return cls(**{k: data[k] for k in cls.__dataclass_fields__})
-        except (OSError, ValueError, KeyError, TypeError):
-            return None
-
-    def write(self, ws: Workspace) -> None:
-        data = json.dumps(self.__dict__, indent=2).encode() + b"\n"
-        write_atomic(ws.state_dir / "engine.json", data, mode=0o600)
-
-
-def _lock_path(ws: Workspace) -> Path:
-    return ws.state_dir / "engine.lock"
-
-
 def acquire_lock(ws: Workspace) -> int:
     """An exclusive lock held for the engine's life; the kernel drops it if the process dies."""
     ws.state_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(_lock_path(ws), os.O_RDWR | os.O_CREAT, 0o600)
+    fd = os.open(ws.state_dir / "engine.lock", os.O_RDWR | os.O_CREAT, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
         os.close(fd)
-        found = Announcement.read(ws)
+        found = Announcement.read(ws.root)
         where = f" (pid {found.pid}, {found.url})" if found else ""
         raise AlreadyRunning(f"an engine already runs for {ws.root}{where}") from None
     return fd
 
 
-def running(ws: Workspace, timeout: float = 2.0) -> Announcement | None:
+def running(root: Path, timeout: float = 2.0) -> Announcement | None:
     """The engine announced for this workspace, if it answers its health check."""
-    found = Announcement.read(ws)
-    if found is None:
-        return None
-    try:
-        resp = httpx.get(
-            f"{found.url}/v1/health", headers={"authorization": f"Bearer {found.token}"}, timeout=timeout
-        )
-    except httpx.HTTPError:
-        return None
-    return found if resp.status_code == 200 else None
+    found = Announcement.read(root)
+    return found if found is not None and found.alive(timeout) else None
 
 
-async def serve(root: Path, host: str = "127.0.0.1", port: int = 0, ready: Any = None) -> int:
+async def serve(
+    root: Path, host: str = "127.0.0.1", port: int = 0, ready: Callable[[Announcement], None] | None = None
+) -> int:
     """Run the engine and its API until SIGTERM/SIGINT or a shutdown request."""
     import uvicorn
 
+    from .api import build_app
     from .runtime import Engine
-    from .server import API_VERSION, build_app
 
     ws = Workspace(root)
     lock_fd = acquire_lock(ws)
@@ -120,7 +83,7 @@ async def serve(root: Path, host: str = "127.0.0.1", port: int = 0, ready: Any =
     loop = asyncio.get_running_loop()
     try:
         await engine.start(watch=True, heartbeat=True)
-        announcement.write(ws)
+        announcement.write()
         log.warning("engine for %s listening on %s (pid %d)", root, url, os.getpid())
         if ready is not None:
             ready(announcement)
@@ -135,10 +98,7 @@ async def serve(root: Path, host: str = "127.0.0.1", port: int = 0, ready: Any =
     finally:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
-        found = Announcement.read(ws)
-        if found is not None and found.pid == os.getpid():
-            with contextlib.suppress(OSError):
-                (ws.state_dir / "engine.json").unlink()
+        announcement.remove()
         await engine.close()
         os.close(lock_fd)
     return 0

@@ -1,4 +1,5 @@
-"""What the engine knows about each opencode session: its frozen system prompt and its history."""
+"""What the engine knows about each opencode session: its title, agent, model, busy state, frozen
+system prompt, history and the notifications it received."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .journal import Journal
+from .protocol.records import SessionInfo
 
 
 @dataclass
@@ -16,14 +18,30 @@ class Session:
     frozen_at: float | None = None
     agent: str | None = None
     model: dict[str, str] | None = None
+    title: str | None = None
+    busy: bool = False
     history: list[Any] = field(default_factory=list)
     notifications: list[str] = field(default_factory=list)
     seen_at: float = field(default_factory=time.time)
 
+    def info(self, with_history: bool = False) -> SessionInfo:
+        return SessionInfo(
+            id=self.id,
+            title=self.title,
+            system=self.system,
+            frozen_at=self.frozen_at,
+            agent=self.agent,
+            model=self.model,
+            notifications=list(self.notifications),
+            busy=self.busy,
+            history_length=len(self.history),
+            history=list(self.history) if with_history else None,
+        )
+
 
 class SessionStore:
     """In memory, with frozen prompts (and agent, model) persisted in the journal, so a restarted
-    engine keeps serving each session the prompt it was frozen with (the original lost them, §82)."""
+    engine keeps serving each session the prompt it was frozen with."""
 
     def __init__(self, journal: Journal | None) -> None:
         self._journal = journal
@@ -43,6 +61,9 @@ class SessionStore:
             session = self._sessions[session_id] = Session(session_id)
         session.seen_at = time.time()
         return session
+
+    def find(self, session_id: str) -> Session | None:
+        return self._sessions.get(session_id)
 
     def known(self) -> list[Session]:
         return list(self._sessions.values())

@@ -1,4 +1,4 @@
-"""Validation of a candidate hook version against the hook's registered test script (§151-§158).
+"""Validation of a candidate hook version against the hook's registered test script (docs/hooks.md, "Test scripts and validation").
 
 The test runs against a temporary copy of the workspace with the candidate in place and
 `OPENCODE_EVOLVE_WORKSPACE` pointing at the copy. The copy leaves out `.git` and `state/` (the run
@@ -81,7 +81,7 @@ async def validate(
 
 async def _run_test(path: Path, cwd: Path, env: dict[str, str], timeout_ms: int) -> tuple[bool, str]:
     """ok when the test exits 0; the output is stdout then stderr, with the reason appended when it
-    could not finish (§155)."""
+    could not finish."""
     done = await run_process(
         [str(path)],
         cwd=cwd,
@@ -96,7 +96,7 @@ async def _run_test(path: Path, cwd: Path, env: dict[str, str], timeout_ms: int)
         return False, f"cannot start tests/{path.name}: {done.spawn_error.strerror or done.spawn_error}"
     output = (done.stdout + done.stderr).decode("utf-8", errors="replace")
     if done.failure is not None:
-        if done.failure.startswith("timeout"):
+        if done.timed_out:
             reason = f"timeout: tests/{path.name} ran longer than {timeout_ms} ms and was killed"
         else:
             reason = f"tests/{path.name}: {done.failure}"

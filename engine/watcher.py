@@ -3,15 +3,14 @@ hooks are re-discovered when `hooks/` changes, and the config is reloaded when i
 
 from __future__ import annotations
 
-import asyncio
 import logging
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from watchfiles import Change, DefaultFilter, awatch
 
-if TYPE_CHECKING:
-    from .runtime import Engine
+from .activity import Activity
+from .workspace import Workspace
 
 log = logging.getLogger("evolve.watcher")
 
@@ -29,25 +28,37 @@ class WorkspaceFilter(DefaultFilter):
         return super().__call__(change, path)
 
 
-async def watch_workspace(engine: Engine, debounce_ms: int = 200) -> None:
-    root = engine.workspace.root
-    async for changes in awatch(root, watch_filter=WorkspaceFilter(root), debounce=debounce_ms, step=50):
-        paths = {Path(p) for _, p in changes}
-        try:
-            await handle_changes(engine, paths)
-        except Exception:  # the watcher must outlive one bad batch
-            log.exception("handling workspace changes failed")
+class Watcher:
+    def __init__(
+        self,
+        workspace: Workspace,
+        activity: Activity,
+        reload_config: Callable[[], None],
+        commit_external: Callable[[], Awaitable[object]],
+        rediscover: Callable[[], Awaitable[object]],
+    ) -> None:
+        self._workspace = workspace
+        self._activity = activity
+        self._reload_config = reload_config
+        self._commit_external = commit_external
+        self._rediscover = rediscover
 
+    async def run(self, debounce_ms: int = 200) -> None:
+        root = self._workspace.root
+        async for changes in awatch(root, watch_filter=WorkspaceFilter(root), debounce=debounce_ms, step=50):
+            try:
+                await self.handle({Path(p) for _, p in changes})
+            except Exception:  # the watcher must outlive one bad batch
+                log.exception("handling workspace changes failed")
 
-async def handle_changes(engine: Engine, paths: set[Path]) -> None:
-    root = engine.workspace.root
-    if engine.workspace.config_file in paths:
-        engine.reload_config()
-    # Engine operations commit their own changes when they finish; wait for them so that what is
-    # left uncommitted is really someone else's edit.
-    while engine.busy:
-        await asyncio.sleep(0.05)
-    await engine.commit_external()
-    if any(p.parent == engine.workspace.hooks_dir or p == engine.workspace.hooks_dir for p in paths):
-        await engine.discover()
-    log.debug("workspace changes handled: %s", sorted(str(p.relative_to(root)) for p in paths))
+    async def handle(self, paths: set[Path]) -> None:
+        ws = self._workspace
+        if ws.config_file in paths:
+            self._reload_config()
+        # Engine operations commit their own changes when they finish; wait for them so that what
+        # is left uncommitted is really someone else's edit.
+        await self._activity.quiet()
+        await self._commit_external()
+        if any(p.parent == ws.hooks_dir or p == ws.hooks_dir for p in paths):
+            await self._rediscover()
+        log.debug("workspace changes handled: %s", sorted(str(p.relative_to(ws.root)) for p in paths))

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-# Stage -> file in prompts/, in contract order (§109).
+# Stage -> file in prompts/, in contract order (docs/hooks.md, "The prompt contract").
 PROMPT_CONTRACT: dict[str, str] = {
     "preamble": "preamble.md",
     "chat": "chat.md",
@@ -25,21 +25,6 @@ PROMPT_CONTRACT: dict[str, str] = {
     "recover": "recover.md",
 }
 PROMPT_FILES = tuple(PROMPT_CONTRACT.values())
-
-
-def resolve_workspace(
-    explicit: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
-) -> Path:
-    """`explicit`, else `$OPENCODE_EVOLVE_WORKSPACE`, else the legacy `$OPENCODE_SIDECAR_WORKSPACE`,
-    else `~/workspace`. Empty strings count as unset."""
-    env = os.environ if env is None else env
-    chosen = (
-        str(explicit or "")
-        or env.get("OPENCODE_EVOLVE_WORKSPACE", "")
-        or env.get("OPENCODE_SIDECAR_WORKSPACE", "")
-        or "~/workspace"
-    )
-    return Path(chosen).expanduser().absolute()
 
 
 @dataclass(frozen=True)
@@ -75,7 +60,7 @@ class Workspace:
         return self.state_dir / "journal.sqlite3"
 
     def read_prompts(self) -> dict[str, str]:
-        """Contract stage -> file content, for the files that can be read (missing ones are omitted, §38)."""
+        """Contract stage -> file content, for the files that can be read (missing ones are omitted)."""
         out: dict[str, str] = {}
         for stage, name in PROMPT_CONTRACT.items():
             try:
@@ -113,7 +98,7 @@ def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
 class StateFile:
     """`state/evolve.json`: read-modify-write of a shallow patch, written atomically.
 
-    Unknown fields are preserved. A missing or unreadable file reads as `{}` (§198); a file that
+    Unknown fields are preserved. A missing or unreadable file reads as `{}`; a file that
     exists but does not parse is kept aside as `evolve.json.corrupt-<n>` rather than overwritten,
     so nothing is lost.
     """

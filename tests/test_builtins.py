@@ -1,4 +1,4 @@
-"""Tests for the 13 builtin evolve_* tools through Engine.call_tool (SPEC §115-§133, A.3).
+"""Tests for the 13 builtin evolve_* tools through the engine's tool calls.
 
 Each test builds a small workspace: prompts (recover.md missing on purpose), a python hook
 `hooks/kit.py` registering tools `kit_mark` and `kit_echo` with the test `tests/kit_test.sh`, and a
@@ -22,7 +22,7 @@ import pytest
 
 from engine.builtins import BUILTINS
 from engine.gitstore import GitStore
-from engine.records import ToolCall
+from engine.protocol.records import ToolCall
 from engine.runtime import Engine
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "engine" / "example"
@@ -126,7 +126,7 @@ def with_engine(ws: Path, body: Callable[[Engine], Awaitable[Any]]) -> Any:
 
 def call(tmp_path: Path, name: str, args: dict[str, Any], **kw: Any) -> ToolCall:
     ws = tmp_path / "ws" if (tmp_path / "ws").exists() else make_ws(tmp_path)
-    return with_engine(ws, lambda e: e.call_tool(name, args, **kw))
+    return with_engine(ws, lambda e: e.tools.call(name, args, **kw))
 
 
 def head(ws: Path) -> dict[str, Any]:
@@ -143,7 +143,7 @@ def log(ws: Path) -> list[dict[str, Any]]:
 
 def test_all_builtins_are_registered(tmp_path: Path) -> None:
     ws = make_ws(tmp_path)
-    specs = with_engine(ws, lambda e: asyncio.sleep(0, e.tool_specs()))
+    specs = with_engine(ws, lambda e: asyncio.sleep(0, e.tools.specs()))
     by_name = {s.name: s for s in specs}
     assert set(BUILTINS) == BUILTIN_NAMES
     assert set(by_name) >= BUILTIN_NAMES
@@ -171,11 +171,11 @@ def test_example_workspace_tools(tmp_path: Path) -> None:
     shutil.copytree(EXAMPLE, ws)
 
     async def body(engine: Engine) -> Any:
-        listed = await engine.call_tool("evolve_hook_list", {})
+        listed = await engine.tools.call("evolve_hook_list", {})
         return (
-            engine.tool_specs(),
+            engine.tools.specs(),
             listed.output,
-            engine.permission_request("notes_add", {"text": "x", "priority": "high"}),
+            engine.tools.permission_request("notes_add", {"text": "x", "priority": "high"}),
         )
 
     specs, listed, permission = with_engine(ws, body)
@@ -215,7 +215,7 @@ def test_datetime_formats(tmp_path: Path) -> None:
         out = {}
         for zone in (None, "UTC", "", "Asia/Kolkata", "America/Argentina/Buenos_Aires", "Asia/Kathmandu"):
             args = {} if zone is None else {"timezone": zone}
-            out[str(zone)] = (await engine.call_tool("evolve_datetime", args)).output
+            out[str(zone)] = (await engine.tools.call("evolve_datetime", args)).output
         return out
 
     outputs = with_engine(ws, body)
@@ -242,9 +242,9 @@ def test_heartbeat_time(tmp_path: Path) -> None:
     ws = make_ws(tmp_path)
 
     async def body(engine: Engine) -> list[str | None]:
-        before = (await engine.call_tool("evolve_heartbeat_time", {})).output
+        before = (await engine.tools.call("evolve_heartbeat_time", {})).output
         engine.state.update({"heartbeat_time": "2026-04-22T21:14:02.123+00:00", "other": 1})
-        after = (await engine.call_tool("evolve_heartbeat_time", {})).output
+        after = (await engine.tools.call("evolve_heartbeat_time", {})).output
         return [before, after]
 
     assert with_engine(ws, body) == ["no heartbeat has run yet", "2026-04-22T21:14:02.123+00:00"]
@@ -293,9 +293,9 @@ def test_prompt_read_missing_and_invalid(tmp_path: Path) -> None:
 
     async def body(engine: Engine) -> list[ToolCall]:
         return [
-            await engine.call_tool("evolve_prompt_read", {"prompt": "recover.md"}),
-            await engine.call_tool("evolve_prompt_read", {"prompt": "x.md"}),
-            await engine.call_tool("evolve_prompt_read", {"prompt": "../hooks/kit.py"}),
+            await engine.tools.call("evolve_prompt_read", {"prompt": "recover.md"}),
+            await engine.tools.call("evolve_prompt_read", {"prompt": "x.md"}),
+            await engine.tools.call("evolve_prompt_read", {"prompt": "../hooks/kit.py"}),
         ]
 
     missing, invalid, escape = with_engine(ws, body)
@@ -311,8 +311,8 @@ def test_prompt_write_cannot_create(tmp_path: Path) -> None:
 
     async def body(engine: Engine) -> list[ToolCall]:
         return [
-            await engine.call_tool("evolve_prompt_write", {"prompt": "recover.md", "content": "new"}),
-            await engine.call_tool("evolve_prompt_write", {"prompt": "x.md", "content": "new"}),
+            await engine.tools.call("evolve_prompt_write", {"prompt": "recover.md", "content": "new"}),
+            await engine.tools.call("evolve_prompt_write", {"prompt": "x.md", "content": "new"}),
         ]
 
     missing, outside = with_engine(ws, body)
@@ -329,7 +329,7 @@ def test_prompt_write_writes_and_commits_with_trailers(tmp_path: Path) -> None:
     ws = make_ws(tmp_path)
     result = with_engine(
         ws,
-        lambda e: e.call_tool(
+        lambda e: e.tools.call(
             "evolve_prompt_write",
             {"prompt": "chat.md", "content": "new chat\n"},
             session="ses_1",
@@ -355,7 +355,7 @@ def test_prompt_write_writes_and_commits_with_trailers(tmp_path: Path) -> None:
 def test_prompt_write_same_content_makes_no_commit(tmp_path: Path) -> None:
     ws = make_ws(tmp_path)
     result = with_engine(
-        ws, lambda e: e.call_tool("evolve_prompt_write", {"prompt": "chat.md", "content": CHAT})
+        ws, lambda e: e.tools.call("evolve_prompt_write", {"prompt": "chat.md", "content": CHAT})
     )
     assert result.output == "successfully wrote chat.md"
     assert result.commit is None
@@ -383,7 +383,7 @@ def test_prompt_edit_messages(tmp_path: Path) -> None:
             {"prompt": "heartbeat.md", "oldString": "tock", "newString": "TOCK"},
         ]
         return [
-            await engine.call_tool("evolve_prompt_edit", args, session="s", call_id=f"c{i}")
+            await engine.tools.call("evolve_prompt_edit", args, session="s", call_id=f"c{i}")
             for i, args in enumerate(edits)
         ]
 
@@ -418,7 +418,7 @@ def test_concurrent_prompt_edits_all_land(tmp_path: Path) -> None:
         sub = engine.bus.subscribe()
         results = await asyncio.gather(
             *(
-                engine.call_tool(
+                engine.tools.call(
                     "evolve_prompt_edit",
                     {"prompt": "chat.md", "oldString": f"marker-{i:02d}", "newString": f"edited-{i:02d}"},
                     session="s",
@@ -468,7 +468,7 @@ def test_hook_read(tmp_path: Path) -> None:
             {"hook": "nope.py"},
             {"hook": "sub"},
         ]
-        return [(await engine.call_tool("evolve_hook_read", a)).output for a in args]
+        return [(await engine.tools.call("evolve_hook_read", a)).output for a in args]
 
     full, second, empty, sub, missing, directory = with_engine(ws, body)
     assert full == KIT
@@ -517,7 +517,7 @@ def test_hook_tools_refuse_paths_outside_hooks(tmp_path: Path, name: str) -> Non
     tools = ["evolve_hook_read", "evolve_hook_write", "evolve_hook_edit", "evolve_hook_validate"]
 
     async def body(engine: Engine) -> list[ToolCall]:
-        return [await engine.call_tool(tool, tool_args(tool, name)) for tool in tools]
+        return [await engine.tools.call(tool, tool_args(tool, name)) for tool in tools]
 
     watched = [
         outside,
@@ -544,9 +544,9 @@ def test_hook_write_cannot_create_files(tmp_path: Path) -> None:
 
     async def body(engine: Engine) -> list[ToolCall]:
         return [
-            await engine.call_tool("evolve_hook_write", {"hook": "new.py", "content": PLAIN}),
-            await engine.call_tool("evolve_hook_write", {"hook": "sub/new.py", "content": PLAIN}),
-            await engine.call_tool(
+            await engine.tools.call("evolve_hook_write", {"hook": "new.py", "content": PLAIN}),
+            await engine.tools.call("evolve_hook_write", {"hook": "sub/new.py", "content": PLAIN}),
+            await engine.tools.call(
                 "evolve_hook_edit", {"hook": "new.py", "oldString": "a", "newString": "b"}
             ),
         ]
@@ -569,16 +569,16 @@ def test_hook_edit_that_breaks_the_test_is_rejected(tmp_path: Path) -> None:
 
     async def body(engine: Engine) -> Any:
         sub = engine.bus.subscribe()
-        edit = await engine.call_tool(
+        edit = await engine.tools.call(
             "evolve_hook_edit", {"hook": "kit.py", **BAD_EDIT}, session="s", call_id="c"
         )
-        write = await engine.call_tool(
+        write = await engine.tools.call(
             "evolve_hook_write", {"hook": "kit.py", "content": KIT.replace("import json", "import jsonx")}
         )
         events = []
         while (event := sub.get_nowait()) is not None:
             events.append(event)
-        return edit, write, events, set(engine.hook_tools())
+        return edit, write, events, set(engine.registry.hook_tools())
 
     edit, write, events, tools = with_engine(ws, body)
     for result in (edit, write):
@@ -603,8 +603,8 @@ def test_hook_edit_validation_cannot_be_bypassed_with_an_unnormalised_name(
 
     async def body(engine: Engine) -> list[ToolCall]:
         return [
-            await engine.call_tool("evolve_hook_edit", {"hook": alias, **BAD_EDIT}),
-            await engine.call_tool(
+            await engine.tools.call("evolve_hook_edit", {"hook": alias, **BAD_EDIT}),
+            await engine.tools.call(
                 "evolve_hook_validate", {"hook": alias, "content": KIT.replace("json", "jsonx")}
             ),
         ]
@@ -620,12 +620,12 @@ def test_good_hook_edit_is_installed_committed_and_rediscovered(tmp_path: Path) 
     (ws / "hooks" / "kit.py").chmod(0o700)
 
     async def body(engine: Engine) -> Any:
-        before = {s.name for s in engine.tool_specs()}
-        result = await engine.call_tool(
+        before = {s.name for s in engine.tools.specs()}
+        result = await engine.tools.call(
             "evolve_hook_edit", {"hook": "kit.py", **GOOD_EDIT}, session="ses_9", call_id="call_9"
         )
-        listed = await engine.call_tool("evolve_tool_invoke", {"name": "kit_added"})
-        return before, result, {s.name for s in engine.tool_specs()}, listed
+        listed = await engine.tools.call("evolve_tool_invoke", {"name": "kit_added"})
+        return before, result, {s.name for s in engine.tools.specs()}, listed
 
     before, result, after, invoked = with_engine(ws, body)
     assert "kit_added" not in before
@@ -655,7 +655,7 @@ def test_good_hook_write_is_committed(tmp_path: Path) -> None:
     new = KIT.replace('"Echo text"', '"Echo the text back"')
     result = with_engine(
         ws,
-        lambda e: e.call_tool(
+        lambda e: e.tools.call(
             "evolve_hook_write", {"hook": "kit.py", "content": new}, session="s", call_id="c"
         ),
     )
@@ -673,12 +673,18 @@ def test_hook_write_without_test_and_non_discovered_file(tmp_path: Path) -> None
     new = '#!/bin/sh\ncat >/dev/null\n[ "$1" = discover ] && echo \'{"tools": [{"name": "t"}]}\'\nexit 0\n'
 
     async def body(engine: Engine) -> Any:
-        before = [h.name for h in engine.hooks]
-        plain = await engine.call_tool(
+        before = [h.name for h in engine.registry.hooks]
+        plain = await engine.tools.call(
             "evolve_hook_write", {"hook": "plain.sh", "content": PLAIN + "# changed\n"}
         )
-        later = await engine.call_tool("evolve_hook_write", {"hook": "later.sh", "content": new})
-        return before, plain, later, [h.name for h in engine.hooks], set(engine.hook_tools())
+        later = await engine.tools.call("evolve_hook_write", {"hook": "later.sh", "content": new})
+        return (
+            before,
+            plain,
+            later,
+            [h.name for h in engine.registry.hooks],
+            set(engine.registry.hook_tools()),
+        )
 
     before, plain, later, after, tools = with_engine(ws, body)
     assert before == ["kit.py", "plain.sh"]
@@ -699,13 +705,13 @@ def test_hook_validate(tmp_path: Path) -> None:
             {"hook": "plain.sh", "content": "anything at all"},
             {"hook": "unknown.sh", "content": "x"},
         ]
-        return [(await engine.call_tool("evolve_hook_validate", a)).output for a in args]
+        return [(await engine.tools.call("evolve_hook_validate", a)).output for a in args]
 
     good, bad, untested, unknown = with_engine(ws, body)
     assert good == "validation passed"
     assert bad is not None and bad.startswith("validation failed:\nFAIL: kit.py discover failed")
     assert untested == "validation passed"
-    assert unknown == "validation passed"  # not a registered hook: no test (§151)
+    assert unknown == "validation passed"  # not a registered hook: no test
     assert (ws / "hooks" / "kit.py").read_text() == KIT
     assert [c["message"].splitlines()[0] for c in log(ws)] == ["initial"]
 
@@ -726,13 +732,13 @@ def test_tool_invoke(tmp_path: Path) -> None:
 
     async def body(engine: Engine) -> list[ToolCall]:
         return [
-            await engine.call_tool("evolve_tool_invoke", {"name": "kit_echo", "args": {"text": "hello"}}),
-            await engine.call_tool("evolve_tool_invoke", {"name": "kit_echo"}),
-            await engine.call_tool("evolve_tool_invoke", {"name": "kit_echo", "args": {"text": 5}}),
-            await engine.call_tool("evolve_tool_invoke", {"name": "kit_nope", "args": {}}),
-            await engine.call_tool("evolve_tool_invoke", {"name": "zzz"}),
-            await engine.call_tool("evolve_tool_invoke", {"name": "other_tool"}),
-            await engine.call_tool(
+            await engine.tools.call("evolve_tool_invoke", {"name": "kit_echo", "args": {"text": "hello"}}),
+            await engine.tools.call("evolve_tool_invoke", {"name": "kit_echo"}),
+            await engine.tools.call("evolve_tool_invoke", {"name": "kit_echo", "args": {"text": 5}}),
+            await engine.tools.call("evolve_tool_invoke", {"name": "kit_nope", "args": {}}),
+            await engine.tools.call("evolve_tool_invoke", {"name": "zzz"}),
+            await engine.tools.call("evolve_tool_invoke", {"name": "other_tool"}),
+            await engine.tools.call(
                 "evolve_tool_invoke",
                 {"name": "kit_mark", "args": {"level": "high"}},
                 session="s",
@@ -776,9 +782,9 @@ def test_invalid_enum_is_rejected_before_the_hook_runs(tmp_path: Path, via_invok
 
     async def body(engine: Engine) -> Any:
         if via_invoke:
-            result = await engine.call_tool("evolve_tool_invoke", {"name": "kit_mark", "args": args})
+            result = await engine.tools.call("evolve_tool_invoke", {"name": "kit_mark", "args": args})
         else:
-            result = await engine.call_tool("kit_mark", args)
+            result = await engine.tools.call("kit_mark", args)
         assert engine.journal is not None
         engine.journal.flush()
         return result, engine.journal.runs(stage="execute_tool")
@@ -794,7 +800,7 @@ def test_invalid_enum_is_rejected_before_the_hook_runs(tmp_path: Path, via_invok
 
 def test_hook_tool_direct_call(tmp_path: Path) -> None:
     ws = make_ws(tmp_path)
-    result = with_engine(ws, lambda e: e.call_tool("kit_mark", {"level": "low"}, session="s", call_id="c9"))
+    result = with_engine(ws, lambda e: e.tools.call("kit_mark", {"level": "low"}, session="s", call_id="c9"))
     assert result.output == "marked low"
     assert (ws / "marker.txt").read_text() == "low"
     commit = head(ws)
@@ -804,14 +810,14 @@ def test_hook_tool_direct_call(tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Permissions (§144-§148, A.3)
+# Permissions
 
 
 def test_permission_requests(tmp_path: Path) -> None:
     ws = make_ws(tmp_path)
 
     async def body(engine: Engine) -> dict[str, Any]:
-        p = engine.permission_request
+        p = engine.tools.permission_request
         return {
             "mark": p("kit_mark", {"level": "low", "path": "notes/a.md"}),
             "mark-no-arg": p("kit_mark", {"level": "low"}),

@@ -1,4 +1,4 @@
-"""Tests for engine.config: config/evolve.jsonc plus EVOLVE_<FIELD> overrides (SPEC A.1, A.2, §15-§21)."""
+"""Tests for engine.config: config/evolve.jsonc plus EVOLVE_<FIELD> overrides."""
 
 from __future__ import annotations
 
@@ -43,7 +43,7 @@ def only_error(loaded: LoadedConfig) -> ConfigIssue:
     return loaded.errors[0]
 
 
-# --- defaults (A.2) ---------------------------------------------------------------------------
+# --- defaults ---------------------------------------------------------------------------
 
 
 def test_defaults_follow_the_readme() -> None:
@@ -103,7 +103,7 @@ def test_to_dict() -> None:
     assert Model("a", "b/c").to_dict() == {"providerID": "a", "modelID": "b/c"}
 
 
-# --- JSON5 parsing (A.1, §12-§13) -----------------------------------------------------------
+# --- JSON5 parsing -----------------------------------------------------------
 
 
 def test_json5_comments_urls_and_trailing_commas(tmp_path: Path) -> None:
@@ -294,7 +294,7 @@ def test_each_field_rejects_wrong_values(tmp_path: Path, key: str, value: str) -
 @pytest.mark.parametrize(
     ("key", "value", "expected"),
     [
-        ("heartbeat_ms", "-1", -1),  # a negative value disables the heartbeat (§22)
+        ("heartbeat_ms", "-1", -1),  # a negative value disables the heartbeat
         ("heartbeat_ms", "0", 0),
         ("heartbeat_cleanup_count", "null", None),
         ("heartbeat_cleanup_tokens", "100000", 100000),
@@ -352,7 +352,7 @@ def test_unknown_field_is_a_warning(tmp_path: Path) -> None:
     assert loaded.config == replace(Config(), heartbeat_ms=5)
 
 
-# --- environment overrides (A.2, §16-§21) ------------------------------------------------------
+# --- environment overrides ------------------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,4 @@
-"""Tests for engine.discovery (scan_hooks, registration_from) and discovery inside the Engine
-(SPEC §26-§33, A.11)."""
+"""Tests for engine.discovery (scan_hooks, registration_from) and discovery inside the Engine."""
 
 from __future__ import annotations
 
@@ -288,14 +287,14 @@ def test_engine_discovery_runs_hooks_in_parallel(tmp_path: Path) -> None:
 
     async def body(engine: Engine) -> Any:
         started = time.perf_counter()
-        await engine.discover()
+        await engine.registry.discover()
         return time.perf_counter() - started, engine
 
     elapsed, engine = run_engine(ws, body)
     assert elapsed < 1.6, f"discovery of 8 hooks sleeping 0.3 s took {elapsed:.2f} s"
     # Registration order stays the discovery order, whatever order the runs finished in.
-    assert list(engine.registrations) == [f"h{i}.sh" for i in range(8)]
-    assert [r.name for r in engine.registrations.values()] == [f"hook{i}" for i in range(8)]
+    assert list(engine.registry.registrations) == [f"h{i}.sh" for i in range(8)]
+    assert [r.name for r in engine.registry.registrations.values()] == [f"hook{i}" for i in range(8)]
 
 
 def test_engine_discovery_registers_tools_and_reports_problems(tmp_path: Path) -> None:
@@ -315,28 +314,28 @@ def test_engine_discovery_registers_tools_and_reports_problems(tmp_path: Path) -
 
     async def body(engine: Engine) -> Any:
         sub = engine.bus.subscribe()
-        await engine.discover()
+        await engine.registry.discover()
         events = []
         while (event := sub.get_nowait()) is not None:
             events.append(event)
         return engine, events
 
     engine, events = run_engine(ws, body)
-    assert [h.name for h in engine.hooks] == ["broken.sh", "good.sh"]
-    assert [(s.name, "not executable" in s.reason) for s in engine.skipped] == [("notexec.sh", True)]
-    good = engine.registrations["good.sh"]
+    assert [h.name for h in engine.registry.hooks] == ["broken.sh", "good.sh"]
+    assert [(s.name, "not executable" in s.reason) for s in engine.registry.skipped] == [("notexec.sh", True)]
+    good = engine.registry.registrations["good.sh"]
     assert (good.name, good.test, [t.name for t in good.tools]) == ("g", "g_test.sh", ["g_run"])
-    broken = engine.registrations["broken.sh"]
+    broken = engine.registry.registrations["broken.sh"]
     assert (broken.name, broken.test, broken.tools) == ("broken", None, [])
     assert "exit 3" in broken.problems[0]
-    assert "g_run" in {spec.name for spec in engine.tool_specs()}
+    assert "g_run" in {spec.name for spec in engine.tools.specs()}
     warnings = [e.data["message"] for e in events if e.kind == "warning"]
     assert any("notexec.sh skipped" in w for w in warnings)
     assert any("broken.sh" in w and "discover failed" in w for w in warnings)
     assert any("good.sh" in w and "bad name" in w for w in warnings)
     [discovered] = [e.data for e in events if e.kind == "hooks_discovered"]
     assert [h["file"] for h in discovered["hooks"]] == ["broken.sh", "good.sh"]
-    assert discovered["skipped"] == [{"file": "notexec.sh", "reason": engine.skipped[0].reason}]
+    assert discovered["skipped"] == [{"file": "notexec.sh", "reason": engine.registry.skipped[0].reason}]
 
 
 def test_engine_discover_runs_are_journaled(tmp_path: Path) -> None:
@@ -346,7 +345,7 @@ def test_engine_discover_runs_are_journaled(tmp_path: Path) -> None:
     async def body(engine: Engine) -> Any:
         assert engine.journal is not None
         engine.journal.flush()
-        return engine.journal.runs(stage="discover"), engine.registrations["a.sh"].run_id
+        return engine.journal.runs(stage="discover"), engine.registry.registrations["a.sh"].run_id
 
     runs, run_id = run_engine(ws, body)
     assert [r.id for r in runs] == [run_id]
@@ -361,14 +360,14 @@ def test_same_registration_name_later_wins_for_tools(tmp_path: Path) -> None:
     discover_hook(hooks, "b.sh", {"name": "dup", "tools": [{"name": "t", "description": "from b"}]})
 
     async def body(engine: Engine) -> Any:
-        call = await engine.call_tool("dup_t", {})
+        call = await engine.tools.call("dup_t", {})
         return engine, call
 
     engine, call = run_engine(ws, body)
-    tools = engine.hook_tools()
+    tools = engine.registry.hook_tools()
     assert tools["dup_t"].file == "b.sh"
     assert tools["dup_t"].description == "from b"
-    [spec] = [s for s in engine.tool_specs() if s.name == "dup_t"]
+    [spec] = [s for s in engine.tools.specs() if s.name == "dup_t"]
     assert spec.origin == "b.sh"
     assert spec.description == "from b"
     assert call.output == "ran b.sh"
@@ -380,11 +379,11 @@ def test_engine_rediscovers_added_hooks(tmp_path: Path) -> None:
     discover_hook(hooks, "a.sh", {"name": "a", "tools": [{"name": "one"}]})
 
     async def body(engine: Engine) -> Any:
-        before = {t for t in engine.hook_tools()}
+        before = {t for t in engine.registry.hook_tools()}
         discover_hook(hooks, "b.sh", {"name": "b", "tools": [{"name": "two"}]})
         (hooks / "a.sh").unlink()
-        await engine.discover()
-        return before, set(engine.hook_tools()), [h.name for h in engine.hooks]
+        await engine.registry.discover()
+        return before, set(engine.registry.hook_tools()), [h.name for h in engine.registry.hooks]
 
     before, after, hook_names = run_engine(ws, body)
     assert before == {"a_one"}
@@ -397,9 +396,9 @@ def test_engine_hook_without_shebang_is_reported(tmp_path: Path) -> None:
     write_file(ws / "hooks" / "noshebang.sh", "echo '{}'\n")
     discover_hook(ws / "hooks", "ok.sh", {"name": "ok", "tools": [{"name": "t"}]})
     engine = run_engine(ws, lambda e: asyncio.sleep(0, e))
-    assert set(engine.registrations) == {"noshebang.sh", "ok.sh"}
-    assert "ok_t" in engine.hook_tools()
-    problem = engine.registrations["noshebang.sh"].problems[0]
+    assert set(engine.registry.registrations) == {"noshebang.sh", "ok.sh"}
+    assert "ok_t" in engine.registry.hook_tools()
+    problem = engine.registry.registrations["noshebang.sh"].problems[0]
     assert "discover failed" in problem
 
 
@@ -411,5 +410,5 @@ def test_engine_with_python_hook_uses_stem(tmp_path: Path) -> None:
         "if sys.argv[1] == 'discover':\n    print(json.dumps({'tools': [{'name': 'x'}]}))\n",
     )
     engine = run_engine(ws, lambda e: asyncio.sleep(0, e))
-    assert engine.registrations["memo.py"].name == "memo"
-    assert "memo_x" in engine.hook_tools()
+    assert engine.registry.registrations["memo.py"].name == "memo"
+    assert "memo_x" in engine.registry.hook_tools()

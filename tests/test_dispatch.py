@@ -1,4 +1,4 @@
-"""Tests for engine.dispatch and Engine.dispatch / Engine.request_system (SPEC §58-§71, §75-§85, A.6).
+"""Tests for engine.dispatch (merge, build_input, recover) and the engine's stages and system prompts.
 
 Hooks are small real scripts in a temporary workspace; they record every stdin document they get in
 `$EVOLVE_TEST_OUT` (outside the workspace) so that the tests can look at exactly what was sent.
@@ -17,7 +17,8 @@ from typing import Any, TypeVar
 
 import pytest
 
-from engine.dispatch import NO_RECOVER, build_input, merge, recover_defaults
+from engine.dispatch import Dispatcher, build_input, merge, recover_defaults
+from engine.protocol.stages import NO_RECOVER
 from engine.runtime import Engine
 
 T = TypeVar("T")
@@ -113,7 +114,7 @@ def with_engine(ws: Path, out: Path, body: Callable[[Engine], Awaitable[T]]) -> 
 
 
 # ---------------------------------------------------------------------------------------------
-# merge (§58-§62)
+# merge
 
 
 @pytest.mark.parametrize("key", ["system", "notify", "actions", "modified", "tools", "anything"])
@@ -167,7 +168,7 @@ def test_merge_folds_left_to_right() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# build_input (§37-§39, §42)
+# build_input
 
 
 def test_build_input_key_order() -> None:
@@ -204,7 +205,7 @@ def test_build_input_discover_is_exactly_hook_discover() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# recover_defaults (§69)
+# recover_defaults
 
 
 def test_recover_defaults_fill_system_and_user() -> None:
@@ -273,7 +274,7 @@ def test_input_key_order_and_content(tmp_path: Path) -> None:
 
     async def body(engine: Engine) -> None:
         engine.sessions.set_history("s1", [{"role": "user", "agent": "build", "parts": []}])
-        await engine.dispatch(
+        await engine.stages.dispatch(
             "idle", {"session": {"id": "s1", "agent": "build"}, "answer": "hi"}, session="s1"
         )
 
@@ -290,7 +291,7 @@ def test_input_key_order_and_content(tmp_path: Path) -> None:
 def test_prompts_omit_missing_files(tmp_path: Path) -> None:
     ws, out = make_ws(tmp_path, {"preamble": "P", "recover": "R"}), out_dir(tmp_path)
     py_hook(ws, "a.py")
-    with_engine(ws, out, lambda e: e.dispatch("heartbeat"))
+    with_engine(ws, out, lambda e: e.stages.dispatch("heartbeat"))
     [payload] = inputs(out, "a.py", "heartbeat")
     assert payload["prompts"] == {"preamble": "P", "recover": "R"}
 
@@ -300,9 +301,9 @@ def test_prompts_are_reread_on_every_call(tmp_path: Path) -> None:
     py_hook(ws, "a.py")
 
     async def body(engine: Engine) -> None:
-        await engine.dispatch("heartbeat")
+        await engine.stages.dispatch("heartbeat")
         (ws / "prompts" / "chat.md").write_text("two", encoding="utf-8")
-        await engine.dispatch("heartbeat")
+        await engine.stages.dispatch("heartbeat")
 
     with_engine(ws, out, body)
     assert [p["prompts"] for p in inputs(out, "a.py", "heartbeat")] == [{"chat": "one"}, {"chat": "two"}]
@@ -313,12 +314,13 @@ def test_history_only_when_a_session_is_bound(tmp_path: Path) -> None:
     py_hook(ws, "a.py")
 
     async def body(engine: Engine) -> None:
-        await engine.dispatch("idle", {"answer": "no session"})
-        await engine.dispatch("idle", {"answer": "unknown session"}, session="fresh")
+        await engine.stages.dispatch("idle", {"answer": "no session"})
+        await engine.stages.dispatch("idle", {"answer": "unknown session"}, session="fresh")
         engine.sessions.set_history("s1", [{"role": "assistant"}])
-        await engine.dispatch("idle", {"answer": "known session"}, session="s1")
+        await engine.stages.dispatch("idle", {"answer": "known session"}, session="s1")
         # The dispatcher itself ignores a history that comes without a session.
-        await engine.dispatcher.dispatch("idle", {"answer": "history, no session"}, history=[1])
+        dispatcher = Dispatcher(engine.workspace, engine.registry.hooks_for, engine.runner.run)
+        await dispatcher.dispatch("idle", {"answer": "history, no session"}, history=[1])
 
     with_engine(ws, out, body)
     got = {p["answer"]: p for p in inputs(out, "a.py", "idle")}
@@ -335,7 +337,7 @@ def test_no_history_for_sessionless_stages_even_with_a_session(tmp_path: Path, s
 
     async def body(engine: Engine) -> None:
         engine.sessions.set_history("s1", [{"role": "user"}])
-        await engine.dispatch(stage, {"notifications": ["n"]}, session="s1")
+        await engine.stages.dispatch(stage, {"notifications": ["n"]}, session="s1")
 
     with_engine(ws, out, body)
     [payload] = inputs(out, "a.py", stage)
@@ -349,7 +351,9 @@ def test_history_absent_for_recover_triggered_by_a_session_stage(tmp_path: Path)
 
     async def body(engine: Engine) -> None:
         engine.sessions.set_history("s1", [{"role": "user"}])
-        await engine.dispatch("mutate_request", {"session": {"id": "s1"}, "system": ["x"]}, session="s1")
+        await engine.stages.dispatch(
+            "mutate_request", {"session": {"id": "s1"}, "system": ["x"]}, session="s1"
+        )
 
     with_engine(ws, out, body)
     [request] = inputs(out, "a.py", "mutate_request")
@@ -396,7 +400,7 @@ def test_two_hooks_merge_in_sorted_order(tmp_path: Path) -> None:
     # Written in reverse order: the dispatch order comes from the sorted scan, not creation time.
     write_file(ws / "hooks" / "b.sh", B_SH, 0o755)
     write_file(ws / "hooks" / "a.sh", A_SH, 0o755)
-    result = with_engine(ws, out, lambda e: e.dispatch("heartbeat"))
+    result = with_engine(ws, out, lambda e: e.stages.dispatch("heartbeat"))
     assert result.hooks == ["a.sh", "b.sh"]
     assert result.failed == []
     assert result.recovered is False
@@ -417,7 +421,7 @@ def test_two_hooks_merge_in_sorted_order(tmp_path: Path) -> None:
 def test_a_result_key_error_is_not_a_failure(tmp_path: Path) -> None:
     ws, out = make_ws(tmp_path), out_dir(tmp_path)
     py_hook(ws, "a.py", {"mutate_request": [{"error": "just a key"}]})
-    result = with_engine(ws, out, lambda e: e.dispatch("mutate_request", {"session": {"id": "s"}}))
+    result = with_engine(ws, out, lambda e: e.stages.dispatch("mutate_request", {"session": {"id": "s"}}))
     assert result.failed == []
     assert result.recovered is False
     assert result.merged == {"error": "just a key"}
@@ -439,7 +443,7 @@ def test_hooks_run_serially_in_discovery_order(tmp_path: Path) -> None:
     names = ["c.sh", "B.sh", "a.sh", "_d.sh"]
     for name in names:
         write_file(ws / "hooks" / name, ORDER_SH.replace("NAME", name), 0o755)
-    result = with_engine(ws, out, lambda e: e.dispatch("heartbeat"))
+    result = with_engine(ws, out, lambda e: e.stages.dispatch("heartbeat"))
     expected = ["B.sh", "_d.sh", "a.sh", "c.sh"]  # code-unit order: uppercase, "_", lowercase
     assert result.hooks == expected
     lines = (out / "order").read_text(encoding="utf-8").splitlines()
@@ -448,7 +452,7 @@ def test_hooks_run_serially_in_discovery_order(tmp_path: Path) -> None:
 
 def test_no_hooks_gives_an_empty_result(tmp_path: Path) -> None:
     ws, out = make_ws(tmp_path), out_dir(tmp_path)
-    result = with_engine(ws, out, lambda e: e.dispatch("heartbeat"))
+    result = with_engine(ws, out, lambda e: e.stages.dispatch("heartbeat"))
     assert result.hooks == []
     assert result.merged == {}
 
@@ -465,8 +469,10 @@ def test_files_changed_by_hooks_are_committed_after_the_stage(tmp_path: Path) ->
     write_file(ws / "hooks" / "w.sh", WRITER_SH, 0o755)
 
     async def body(engine: Engine) -> Any:
-        await engine.dispatch("heartbeat", {"session": {"id": "s1"}}, session="s1")
-        await engine.dispatch("heartbeat", {"session": {"id": "s1"}}, session="s1")  # no change: no commit
+        await engine.stages.dispatch("heartbeat", {"session": {"id": "s1"}}, session="s1")
+        await engine.stages.dispatch(
+            "heartbeat", {"session": {"id": "s1"}}, session="s1"
+        )  # no change: no commit
         return engine.git
 
     store = with_engine(ws, out, body)  # close() waits for the commit
@@ -480,7 +486,7 @@ def test_files_changed_by_hooks_are_committed_after_the_stage(tmp_path: Path) ->
 
 
 # ---------------------------------------------------------------------------------------------
-# Recover (§64-§71)
+# Recover
 
 
 def test_recover_runs_on_all_hooks_and_is_merged(tmp_path: Path) -> None:
@@ -489,7 +495,9 @@ def test_recover_runs_on_all_hooks_and_is_merged(tmp_path: Path) -> None:
     py_hook(ws, "b.py", {"mutate_request": [{"system": ["b normal"]}], "recover": [{"user": "b says"}]})
     py_hook(ws, "c.py", {"mutate_request": [], "recover": [{"system": ["recovered by c"]}]})
     result = with_engine(
-        ws, out, lambda e: e.dispatch("mutate_request", {"session": {"id": "s1"}, "system": []}, session="s1")
+        ws,
+        out,
+        lambda e: e.stages.dispatch("mutate_request", {"session": {"id": "s1"}, "system": []}, session="s1"),
     )
     assert result.failed == ["a.py"]
     assert result.recovered is True
@@ -512,7 +520,7 @@ def test_recover_runs_on_all_hooks_and_is_merged(tmp_path: Path) -> None:
 def test_recover_defaults_when_hooks_give_nothing(tmp_path: Path) -> None:
     ws, out = make_ws(tmp_path), out_dir(tmp_path)
     py_hook(ws, "a.py", {"mutate_request": 1, "recover": [{"log": "only a log"}]})
-    result = with_engine(ws, out, lambda e: e.dispatch("mutate_request", {"session": {"id": "s"}}))
+    result = with_engine(ws, out, lambda e: e.stages.dispatch("mutate_request", {"session": {"id": "s"}}))
     assert result.recovered is True
     assert result.merged == {
         "system": [PROMPTS["preamble"], PROMPTS["recover"]],
@@ -523,12 +531,12 @@ def test_recover_defaults_when_hooks_give_nothing(tmp_path: Path) -> None:
 def test_recover_defaults_with_missing_prompts(tmp_path: Path) -> None:
     ws, out = make_ws(tmp_path, {"recover": "only recover"}), out_dir(tmp_path)
     py_hook(ws, "a.py", {"heartbeat": 1})
-    result = with_engine(ws, out, lambda e: e.dispatch("heartbeat"))
+    result = with_engine(ws, out, lambda e: e.stages.dispatch("heartbeat"))
     assert result.merged == {"system": ["only recover"], "user": "only recover"}
 
     ws2 = make_ws(tmp_path / "two", {})
     py_hook(ws2, "a.py", {"heartbeat": 1})
-    result = with_engine(ws2, out, lambda e: e.dispatch("heartbeat"))
+    result = with_engine(ws2, out, lambda e: e.stages.dispatch("heartbeat"))
     assert result.recovered is True
     assert result.merged == {}
 
@@ -537,7 +545,7 @@ def test_recover_runs_once_per_failing_hook(tmp_path: Path) -> None:
     ws, out = make_ws(tmp_path), out_dir(tmp_path)
     py_hook(ws, "a.py", {"heartbeat": 1, "recover": [{"notify": ["ra"]}]})
     py_hook(ws, "b.py", {"heartbeat": 2, "recover": [{"notify": ["rb"]}]})
-    result = with_engine(ws, out, lambda e: e.dispatch("heartbeat"))
+    result = with_engine(ws, out, lambda e: e.stages.dispatch("heartbeat"))
     assert result.failed == ["a.py", "b.py"]
     assert stage_calls(out, "recover") == ["a.py", "b.py", "a.py", "b.py"]
     assert [p["error"] for p in inputs(out, "a.py", "recover")] == ["exit 1", "exit 2"]
@@ -555,7 +563,7 @@ def test_recover_gets_the_failure_reason(tmp_path: Path) -> None:
         0o755,
     )
     py_hook(ws, "b.py")
-    result = with_engine(ws, out, lambda e: e.dispatch("heartbeat"))
+    result = with_engine(ws, out, lambda e: e.stages.dispatch("heartbeat"))
     assert result.failed == ["a.sh"]
     [payload] = inputs(out, "b.py", "recover")
     assert payload["failed_hook"] == "heartbeat"
@@ -569,7 +577,7 @@ def test_no_recover_for_observational_stages(tmp_path: Path, stage: str) -> None
     ws, out = make_ws(tmp_path), out_dir(tmp_path)
     py_hook(ws, "a.py", {stage: 1})
     py_hook(ws, "b.py", {stage: [{"message": "b"}]})
-    result = with_engine(ws, out, lambda e: e.dispatch(stage, {"session": {"id": "s"}}, session="s"))
+    result = with_engine(ws, out, lambda e: e.stages.dispatch(stage, {"session": {"id": "s"}}, session="s"))
     assert result.failed == ["a.py"]
     assert result.recovered is False
     assert result.merged == {"message": "b"}
@@ -581,7 +589,7 @@ def test_failure_inside_recover_is_swallowed(tmp_path: Path) -> None:
     ws, out = make_ws(tmp_path), out_dir(tmp_path)
     py_hook(ws, "a.py", {"mutate_request": 1, "recover": 5})
     py_hook(ws, "b.py", {"mutate_request": [{"system": ["b"]}], "recover": [{"user": "from b"}]})
-    result = with_engine(ws, out, lambda e: e.dispatch("mutate_request", {"session": {"id": "s"}}))
+    result = with_engine(ws, out, lambda e: e.stages.dispatch("mutate_request", {"session": {"id": "s"}}))
     assert result.recovered is True
     # Only the stage's own failure counts; no recover of the recover.
     assert result.failed == ["a.py"]
@@ -592,7 +600,7 @@ def test_failure_inside_recover_is_swallowed(tmp_path: Path) -> None:
 def test_recover_that_fails_everywhere_still_gets_defaults(tmp_path: Path) -> None:
     ws, out = make_ws(tmp_path), out_dir(tmp_path)
     py_hook(ws, "a.py", {"heartbeat": 1, "recover": 1})
-    result = with_engine(ws, out, lambda e: e.dispatch("heartbeat"))
+    result = with_engine(ws, out, lambda e: e.stages.dispatch("heartbeat"))
     assert result.recovered is True
     assert result.merged == {
         "system": [PROMPTS["preamble"], PROMPTS["recover"]],
@@ -601,7 +609,7 @@ def test_recover_that_fails_everywhere_still_gets_defaults(tmp_path: Path) -> No
 
 
 # ---------------------------------------------------------------------------------------------
-# request_system: freeze and abstain (§75-§85, A.6)
+# request_system: freeze and abstain
 
 COUNTING_HOOK = (
     f"#!{sys.executable}\n"
@@ -635,10 +643,10 @@ def test_request_system_freezes_a_non_empty_system(tmp_path: Path) -> None:
     counting_hook(ws, 'print(json.dumps({"system": ["call %d" % n, "second part"]}))')
 
     async def body(engine: Engine) -> list[Any]:
-        first = await engine.request_system("s1", ["opencode system"])
-        second = await engine.request_system("s1", ["a different opencode system"])
+        first = await engine.bridge.request_system("s1", ["opencode system"])
+        second = await engine.bridge.request_system("s1", ["a different opencode system"])
         frozen = engine.sessions.frozen("s1")
-        other = await engine.request_system("s2", ["opencode system"])
+        other = await engine.bridge.request_system("s2", ["opencode system"])
         return [first, second, frozen, other]
 
     first, second, frozen, other = with_engine(ws, out, body)
@@ -669,8 +677,8 @@ def test_request_system_abstain_is_not_frozen(tmp_path: Path, mode: str) -> None
     counting_hook(ws, mode)
 
     async def body(engine: Engine) -> list[Any]:
-        first = await engine.request_system("s1", ["opencode"])
-        second = await engine.request_system("s1", ["opencode title prompt"])
+        first = await engine.bridge.request_system("s1", ["opencode"])
+        second = await engine.bridge.request_system("s1", ["opencode title prompt"])
         return [first, second, engine.sessions.frozen("s1")]
 
     first, second, frozen = with_engine(ws, out, body)
@@ -685,7 +693,7 @@ def test_request_system_abstain_then_answer_freezes(tmp_path: Path) -> None:
     counting_hook(ws, 'print(json.dumps({"system": ["now"]}) if n >= 2 else "")')
 
     async def body(engine: Engine) -> list[Any]:
-        return [await engine.request_system("s1", ["x"]) for _ in range(4)]
+        return [await engine.bridge.request_system("s1", ["x"]) for _ in range(4)]
 
     assert with_engine(ws, out, body) == [None, ["now"], ["now"], ["now"]]
     assert count(out) == 2
@@ -696,8 +704,8 @@ def test_request_system_freezes_the_recovery(tmp_path: Path) -> None:
     py_hook(ws, "a.py", {"mutate_request": 1})
 
     async def body(engine: Engine) -> list[Any]:
-        first = await engine.request_system("s1", ["opencode"])
-        second = await engine.request_system("s1", ["opencode"])
+        first = await engine.bridge.request_system("s1", ["opencode"])
+        second = await engine.bridge.request_system("s1", ["opencode"])
         return [first, second]
 
     first, second = with_engine(ws, out, body)
@@ -713,8 +721,8 @@ def test_request_system_publishes_session_frozen(tmp_path: Path) -> None:
 
     async def body(engine: Engine) -> list[Any]:
         sub = engine.bus.subscribe()
-        await engine.request_system("s1", [])
-        await engine.request_system("s1", [])
+        await engine.bridge.request_system("s1", [])
+        await engine.bridge.request_system("s1", [])
         events = []
         while (event := sub.get_nowait()) is not None:
             events.append(event)
@@ -733,7 +741,7 @@ def test_dispatch_and_runs_are_journaled(tmp_path: Path) -> None:
     py_hook(ws, "b.py", {"mutate_request": [{"system": ["b"]}], "recover": [{"user": "u"}]})
 
     async def body(engine: Engine) -> Any:
-        result = await engine.dispatch("mutate_request", {"session": {"id": "s1"}}, session="s1")
+        result = await engine.stages.dispatch("mutate_request", {"session": {"id": "s1"}}, session="s1")
         assert engine.journal is not None
         engine.journal.flush()
         return result, engine.journal.dispatch(result.id), engine.journal.runs(dispatch_id=result.id)
@@ -773,7 +781,7 @@ def test_dispatch_publishes_events(tmp_path: Path) -> None:
 
     async def body(engine: Engine) -> Any:
         sub = engine.bus.subscribe()
-        result = await engine.dispatch("heartbeat")
+        result = await engine.stages.dispatch("heartbeat")
         events = []
         while (event := sub.get_nowait()) is not None:
             events.append(event)

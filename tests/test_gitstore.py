@@ -1,5 +1,4 @@
-"""Tests for engine.gitstore (GitStore, trailers) and the engine's external-change commits
-(SPEC A.5, §160-§165)."""
+"""Tests for engine.gitstore (GitStore, trailers) and the engine's external-change commits."""
 
 from __future__ import annotations
 
@@ -378,7 +377,7 @@ def test_external_edit_before_start_is_committed_separately(tmp_path: Path) -> N
     write_file(ws / "state" / "evolve.json", '{"x": 1}\n')
 
     async def body(engine: Engine) -> Any:
-        return [h.name for h in engine.hooks]
+        return [h.name for h in engine.registry.hooks]
 
     hooks = with_engine(ws, body)
     assert hooks == ["h.sh", "new.sh"]
@@ -451,7 +450,7 @@ def test_watcher_commits_external_edits_and_rediscovers(tmp_path: Path) -> None:
     store = GitStore(ws)
 
     async def body(engine: Engine) -> Any:
-        assert set(engine.hook_tools()) == {"h_first"}
+        assert set(engine.registry.hook_tools()) == {"h_first"}
         assert await watcher_ready(ws, store)
         write_file(ws / "prompts" / "chat.md", "edited while running\n")
 
@@ -463,9 +462,9 @@ def test_watcher_commits_external_edits_and_rediscovers(tmp_path: Path) -> None:
 
         prompt_ok = await poll(prompt_committed)
         write_file(ws / "hooks" / "h.sh", DISCOVER_TOOL.replace("TOOL", "second"), 0o755)
-        tools_ok = await poll(lambda: "h_second" in engine.hook_tools())
+        tools_ok = await poll(lambda: "h_second" in engine.registry.hook_tools())
         hook_ok = await poll(lambda: "hooks/h.sh" in store.log(1)[0]["files"])
-        return prompt_ok, tools_ok, hook_ok, set(engine.hook_tools())
+        return prompt_ok, tools_ok, hook_ok, set(engine.registry.hook_tools())
 
     prompt_ok, tools_ok, hook_ok, tools = with_engine(ws, body, watch=True)
     assert prompt_ok, subjects(store)

@@ -1,4 +1,4 @@
-"""Tests for engine.heartbeat (issue requirements, SPEC §177-§197 with section A).
+"""Tests for engine.heartbeat.
 
 Scheduler unit tests: time comes from a FakeClock (no real sleeps) and opencode is a FakeOpencode
 implementing the `heartbeat.Opencode` protocol. Everything else is real: an Engine on a temporary
@@ -24,8 +24,9 @@ from typing import Any
 
 import pytest
 
-from engine.heartbeat import Heartbeat, TickResult, Unreachable
-from engine.records import Event
+from engine.opencode import OpencodeUnreachable as Unreachable
+from engine.protocol.events import Event
+from engine.protocol.records import TickResult
 from engine.runtime import Engine
 
 INTERVAL_S = 10.0  # heartbeat_ms 10000 in every test unless said otherwise
@@ -210,11 +211,12 @@ class FakeOpencode:
 
 
 class H:
-    def __init__(self, root: Path, out: Path, engine: Engine, signal: Signal) -> None:
-        self.root, self.out, self.engine, self.signal = root, out, engine, signal
+    def __init__(self, root: Path, out: Path, signal: Signal) -> None:
+        self.root, self.out, self.signal = root, out, signal
         self.clock = FakeClock(signal)
         self.oc = FakeOpencode(signal)
-        self.hb = Heartbeat(engine, self.oc, self.clock)
+        self.engine = engine = Engine(root, env=hook_env(out), opencode=self.oc, clock=self.clock)
+        self.hb = engine.heartbeat
         self.results: list[TickResult] = []
         self.events: list[Event] = []
         self.hb.on_tick.append(self._ticked)
@@ -229,7 +231,13 @@ class H:
         self.signal.fire()
 
     def hb_events(self, name: str) -> list[dict[str, Any]]:
-        return [e.data for e in self.events if e.kind == "heartbeat" and e.data.get("event") == name]
+        """What the heartbeat events called `name` tell, by kind: a tick's result, a cleanup, the
+        trigger of a tick that started, the status after a pause or resume."""
+        part = {"tick": "tick", "cleanup": "cleanup", "paused": "status", "resumed": "status"}
+        found = [e.data for e in self.events if e.kind == "heartbeat" and e.data.get("event") == name]
+        if name == "tick_started":
+            return [{"trigger": d["trigger"]} for d in found]
+        return [d[part[name]] for d in found]
 
     def spec(self, **spec: Any) -> None:
         (self.out / "spec.json").write_text(json.dumps(spec), encoding="utf-8")
@@ -264,7 +272,7 @@ async def settle(turns: int = 100) -> None:
 
 
 async def until(pred: Callable[[], bool], what: str, timeout: float = 15.0) -> None:
-    """Yield to the event loop until `pred()` holds (for state no fake signals, like engine.busy)."""
+    """Yield to the event loop until `pred()` holds (for state no fake signals, like engine.activity.busy)."""
     deadline = time.monotonic() + timeout
     while not pred():
         if time.monotonic() > deadline:
@@ -307,9 +315,9 @@ async def harness(
             {"heartbeat_ms": int(INTERVAL_S * 1000), "model": "prov/mod", **(config or {})},
             heartbeat_md,
         )
-    engine = Engine(root, env=hook_env(out))
+    h = H(root, out, Signal())
+    engine = h.engine
     await engine.start()
-    h = H(root, out, engine, Signal())
     try:
         h.spec(**({"user": "do the upkeep"} if spec is None else spec))
         if state:
@@ -324,7 +332,7 @@ async def harness(
         if h.oc.gate is not None:
             h.oc.gate.set()
         h.oc.fail.clear()
-        await until(lambda: not h.hb.state.running and not engine.busy, "the last tick to finish")
+        await until(lambda: not h.hb.state.running and not engine.activity.busy, "the last tick to finish")
         await h.hb.stop()
         await engine.close()
 
@@ -344,7 +352,7 @@ def test_no_tick_before_connected(tmp_path: Path) -> None:
             await settle()
             assert h.hb_events("tick_started") == []
             assert h.oc.calls == []
-            assert h.hb.status()["connected"] is False and h.hb.status()["next_at"] is None
+            assert h.hb.status().connected is False and h.hb.status().next_at is None
 
             h.hb.connected()  # the first tick is counted from here, not from the start
             t0 = h.clock.now()
@@ -364,7 +372,7 @@ def test_first_tick_exactly_heartbeat_ms_after_connected(tmp_path: Path) -> None
             h.hb.connected()
             h.hb.connected()  # a second announcement does not move the first tick
             await h.sleeping_until(t0 + INTERVAL_S)
-            assert h.hb.status()["next_at"] == pytest.approx(t0 + INTERVAL_S)
+            assert h.hb.status().next_at == pytest.approx(t0 + INTERVAL_S)
 
             h.clock.advance(INTERVAL_S - 0.001)
             await settle()
@@ -389,7 +397,7 @@ def test_next_tick_heartbeat_ms_after_the_previous_finished(tmp_path: Path) -> N
             h.clock.advance(25.0)  # two intervals pass while it runs: nothing else starts
             await settle()
             assert len(h.oc.prompts) == 1 and len(h.hb_events("tick_started")) == 1
-            assert h.hb.status()["running"] is True
+            assert h.hb.status().running is True
 
             h.oc.gate.set()
             await h.ticks(1)
@@ -482,7 +490,7 @@ def test_negative_heartbeat_ms_disables_the_timer_but_fire_works(tmp_path: Path)
     async def main() -> None:
         async with harness(tmp_path, {"heartbeat_ms": -1}) as h:
             await h.sleeping_until(None)
-            assert h.hb.enabled is False and h.hb.status()["next_at"] is None
+            assert h.hb.enabled is False and h.hb.status().next_at is None
             h.clock.advance(10_000.0)
             await settle()
             assert h.hb_events("tick_started") == [] and h.oc.calls == []
@@ -510,8 +518,10 @@ def test_pause_stops_timer_ticks_persists_and_resume_restarts(tmp_path: Path) ->
             assert h.hb_events("tick_started") == []
 
             # A new Heartbeat over the same engine state reads the pause back.
-            other = Heartbeat(h.engine, FakeOpencode(Signal()), h.clock)
-            assert other.paused is True and other.status()["paused"] is True
+            other = Engine(
+                h.root, env=hook_env(h.out), opencode=FakeOpencode(Signal()), clock=h.clock
+            ).heartbeat
+            assert other.paused is True and other.status().paused is True
 
             await h.hb.resume()
             assert h.state()["heartbeat_paused"] is False
@@ -611,7 +621,7 @@ def assert_skip_recorded(h: H, result: TickResult, reason: str) -> None:
     assert h.state()["heartbeat_last"] == result.to_dict()
     ticks = h.hb_events("tick")
     assert ticks and ticks[-1]["outcome"] == "skipped" and ticks[-1]["reason"] == result.reason
-    assert h.hb.status()["last"] == result.to_dict()
+    assert h.hb.status().last == result
 
 
 def test_skip_when_another_session_is_busy(tmp_path: Path) -> None:
@@ -659,7 +669,7 @@ def test_skip_without_a_model(tmp_path: Path) -> None:
             assert result.model is None
             assert h.oc.prompts == [] and h.oc.created == []
 
-            h.engine.note_model({"providerID": "chat", "modelID": "m1", "extra": "ignored"})
+            h.engine.models.note({"providerID": "chat", "modelID": "m1", "extra": "ignored"})
             result = await h.fire()
             assert result.outcome == "ok"
             assert h.oc.prompts[-1][3] == {"providerID": "chat", "modelID": "m1"}
@@ -670,7 +680,7 @@ def test_skip_without_a_model(tmp_path: Path) -> None:
 def test_model_order_config_then_state_then_last_chat_model(tmp_path: Path) -> None:
     async def main() -> None:
         async with harness(tmp_path, {"model": None}) as h:
-            h.engine.note_model({"providerID": "chat", "modelID": "m1"})
+            h.engine.models.note({"providerID": "chat", "modelID": "m1"})
             h.engine.state.update({"model": {"providerID": "state", "modelID": "m2"}})
             await h.fire()  # the state file is re-read on every tick
             h.engine.state.update({"model": None})
@@ -997,7 +1007,7 @@ def test_the_hook_system_is_frozen_for_the_heartbeat_session(tmp_path: Path) -> 
             await h.fire()
             assert h.engine.sessions.frozen("ses_1") == ["S3"]
             # The seeded prompt is what the session's chat requests get (mutate_request is not asked).
-            assert await h.engine.request_system("ses_1", ["opencode's own"]) == ["S3"]
+            assert await h.engine.bridge.request_system("ses_1", ["opencode's own"]) == ["S3"]
 
     run(main())
 
@@ -1014,7 +1024,7 @@ def test_count_and_time_persisted_on_success(tmp_path: Path) -> None:
             assert re.fullmatch(DATETIME, stamp), stamp
             assert datetime.fromisoformat(stamp) >= before - timedelta(milliseconds=1)
             assert h.state()["heartbeat_session"] == "ses_1"
-            assert h.hb.status()["count"] == 2 and h.hb.state.ticks == 2
+            assert h.hb.status().count == 2 and h.hb.state.ticks == 2
             assert [e["outcome"] for e in h.hb_events("tick")] == ["ok", "ok"]
 
     run(main())
@@ -1029,11 +1039,11 @@ def test_notify_is_delivered_to_the_other_sessions(tmp_path: Path, user: bool) -
         async with harness(tmp_path, spec=spec, heartbeat_md="" if not user else FALLBACK) as h:
             delivered: list[tuple[str, str]] = []
 
-            def deliver(session: str, text: str) -> None:
+            async def deliver(session: str, text: str) -> None:
                 delivered.append((session, text))
                 h.signal.fire()
 
-            h.engine.deliver = deliver
+            h.engine.notifier.deliver = deliver
             h.engine.sessions.get("other")
             result = await h.fire()
             assert result.session == "ses_1"
@@ -1077,7 +1087,7 @@ def test_a_commit_with_origin_heartbeat_when_the_hook_changed_a_file(tmp_path: P
             head = h.engine.git.head()
             result = await h.fire()
             assert result.outcome == "ok"
-            await until(lambda: not h.engine.busy, "the engine to settle")
+            await until(lambda: not h.engine.activity.busy, "the engine to settle")
             commits = h.engine.git.log()
             new = commits[: next(i for i, c in enumerate(commits) if c["sha"] == head)]
             assert [c["files"] for c in new] == [["notes/beat.txt"]], new
@@ -1095,7 +1105,7 @@ def test_no_commit_when_nothing_changed(tmp_path: Path) -> None:
         async with harness(tmp_path) as h:
             head = h.engine.git.head()
             await h.fire()
-            await until(lambda: not h.engine.busy, "the engine to settle")
+            await until(lambda: not h.engine.activity.busy, "the engine to settle")
             assert h.engine.git.head() == head
 
     run(main())

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from engine.journal import SCHEMA_VERSION, Journal
-from engine.records import HookRun, StageResult, ToolCall
+from engine.protocol.records import HookRun, StageResult, ToolCall
 
 
 @contextmanager

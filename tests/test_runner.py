@@ -1,4 +1,4 @@
-"""Tests for engine.runner: one hook process per run (SPEC §34-§57, A.4, A.10, A.12).
+"""Tests for engine.runner: one hook process per run.
 
 Every test runs a real script from tmp_path/hooks in a real subprocess.
 """
@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from engine.records import HookRun, new_id
+from engine.protocol.records import HookRun, new_id
 from engine.runner import KILL_GRACE_S, STDERR_LIMIT, execute, parse_jsonl
 
 PY = sys.executable  # a real python3; the pyenv shim on PATH is slow to start
@@ -120,7 +120,7 @@ def kill_quietly(pid: int) -> None:
         os.kill(pid, 9)
 
 
-# --- invocation: argv, stdin, cwd, env (§34-§36, §4) ----------------------------------------
+# --- invocation: argv, stdin, cwd, env ----------------------------------------
 
 
 @pytest.mark.parametrize("stage", ["chat", "discover", "tool_before", "mutate_request"])
@@ -153,7 +153,7 @@ def test_stdin_is_exactly_the_json_document_without_newline(ws: Path) -> None:
     assert not raw.endswith(b"\n")
     decoded = json.loads(raw.decode("utf-8"))
     assert decoded == data
-    assert list(decoded) == list(data)  # key order kept (§37)
+    assert list(decoded) == list(data)  # key order kept
     assert "héllo ✓".encode() in raw  # UTF-8 as is, like JSON.stringify
     assert run.input is data
 
@@ -187,7 +187,7 @@ def test_env_is_passed_exactly(ws: Path, monkeypatch: pytest.MonkeyPatch) -> Non
     assert inherited.result == {"RUNNER_TEST_GIVEN": None, "RUNNER_TEST_HOST_ONLY": "host"}
 
 
-# --- stdout parsing (§47, §51-§56, A.10) -----------------------------------------------------
+# --- stdout parsing -----------------------------------------------------
 
 
 def test_jsonl_merge_logs_and_blank_lines(ws: Path) -> None:
@@ -307,7 +307,7 @@ def test_first_bad_line_is_reported() -> None:
     assert error is not None and "line 2" in error and "nope" in error
 
 
-# --- exit codes, signals, timeouts (§45-§46, A.12) -------------------------------------------
+# --- exit codes, signals, timeouts -------------------------------------------
 
 
 def test_non_zero_exit(ws: Path) -> None:
@@ -466,7 +466,7 @@ def test_hook_reading_large_stdin_gets_it_all(ws: Path) -> None:
     assert run.result == {"n": 4 * 1024 * 1024}
 
 
-# --- spawn errors (§46) ------------------------------------------------------------------------
+# --- spawn errors ------------------------------------------------------------------------
 
 
 def test_not_executable(ws: Path) -> None:

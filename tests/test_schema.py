@@ -30,7 +30,7 @@ def with_desc(schema: dict[str, Any], description: str = "p") -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------------------
-# §141 table, adjusted for the inline JSON-value union ({}), description always present
+# The parameter spec table of docs/hooks.md, adjusted for the inline JSON-value union ({}), description always present
 
 
 @pytest.mark.parametrize(
@@ -234,11 +234,11 @@ def test_generated_schemas_are_valid_draft_2020_12() -> None:
 @pytest.mark.parametrize(
     ("parameters", "fragments"),
     [
-        (["a"], ["parameters", "got list"]),
+        (["a"], ["parameters", "got array"]),
         ("text", ["parameters", "got string"]),
         ({"count": 5}, ['parameter "count"', "string or an object", "got number"]),
         ({"count": None}, ['parameter "count"', "got null"]),
-        ({"count": ["a"]}, ['parameter "count"', "got list"]),
+        ({"count": ["a"]}, ['parameter "count"', "got array"]),
         ({"level": {"enum": "low,high"}}, ['parameter "level"', "enum", "got string"]),
         ({"level": {"enum": {"a": 1}}}, ['parameter "level"', "enum", "got object"]),
         (
@@ -391,13 +391,13 @@ def test_type_errors() -> None:
         'argument "tags" must be of type array (got string "a,b")'
     ]
     assert validate_args(SCHEMA, {"text": "t", "blob": [1, 2]}) == [
-        'argument "blob" must be of type object (got list [1, 2])'
+        'argument "blob" must be of type object (got array [1, 2])'
     ]
 
 
 @pytest.mark.parametrize(
     ("args", "kind"),
-    [([1], "list"), ("x", "string"), (None, "null"), (3, "number"), (True, "boolean")],
+    [([1], "array"), ("x", "string"), (None, "null"), (3, "number"), (True, "boolean")],
 )
 def test_arguments_not_an_object(args: object, kind: str) -> None:
     assert validate_args(SCHEMA, args) == [f"arguments must be an object (got {kind})"]

@@ -1,4 +1,4 @@
-"""Tests for engine.validation.validate (SPEC §151-§158, A.13): a hook's test script runs against a
+"""Tests for engine.validation.validate: a hook's test script runs against a
 temporary copy of the workspace with the candidate in place."""
 
 from __future__ import annotations

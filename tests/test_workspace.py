@@ -1,4 +1,4 @@
-"""Tests for engine.workspace: workspace resolution (§1), prompts (§38), the state file (§198-§200, A.15)."""
+"""Tests for engine.workspace: workspace resolution, prompts, the state file."""
 
 from __future__ import annotations
 
@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pytest
 
+from engine.protocol.workspace import resolve_workspace
 from engine.workspace import (
     PROMPT_CONTRACT,
     PROMPT_FILES,
     StateFile,
     Workspace,
-    resolve_workspace,
     write_atomic,
 )
 
-# --- resolve_workspace (§1) -----------------------------------------------------------------
+# --- resolve_workspace -----------------------------------------------------------------
 
 
 def test_explicit_wins(tmp_path: Path) -> None:
@@ -67,7 +67,7 @@ def test_env_defaults_to_os_environ(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert resolve_workspace() == tmp_path / "from-env"
 
 
-# --- Workspace layout and prompts (§2, §38) -----------------------------------------------------
+# --- Workspace layout and prompts -----------------------------------------------------
 
 
 def test_layout(tmp_path: Path) -> None:
@@ -156,7 +156,7 @@ def test_write_atomic_replaces_symlink_not_its_target(tmp_path: Path) -> None:
     assert link.read_text() == "new" and not link.is_symlink()
 
 
-# --- StateFile (§198-§200, A.15) ----------------------------------------------------------------
+# --- StateFile ----------------------------------------------------------------
 
 
 @pytest.fixture

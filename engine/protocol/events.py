@@ -79,13 +79,23 @@ PAYLOADS: Final[dict[EventKind, type[Record]]] = {
 """The payload type of each kind of event."""
 
 
+def _unique_kinds() -> dict[type[Record], EventKind]:
+    kinds: dict[type[Record], list[EventKind]] = {}
+    for kind, payload in PAYLOADS.items():
+        kinds.setdefault(payload, []).append(kind)
+    return {payload: found[0] for payload, found in kinds.items() if len(found) == 1}
+
+
+_KIND_OF: Final = _unique_kinds()
+
+
 def kind_of(record: Record) -> EventKind:
     """The event kind a payload is published as, where its type says it (records used by two kinds,
     such as ToolCall or Notice, need the kind given explicitly)."""
-    kinds = [k for k, t in PAYLOADS.items() if t is type(record)]
-    if len(kinds) != 1:
-        raise ValueError(f"{type(record).__name__} is the payload of {len(kinds)} event kinds; name one")
-    return kinds[0]
+    kind = _KIND_OF.get(type(record))
+    if kind is None:
+        raise ValueError(f"{type(record).__name__} is not the payload of exactly one event kind; name it")
+    return kind
 
 
 @dataclass
@@ -102,9 +112,10 @@ class Event:
 
     @classmethod
     def from_dict(cls, data: JSONDict) -> Event:
+        payload = data.get("data")
         return cls(
             str(data.get("kind") or ""),
-            data.get("data") if isinstance(data.get("data"), dict) else {},
+            payload if isinstance(payload, dict) else {},
             int(data.get("seq") or 0),
             float(data.get("at") or 0.0),
         )

@@ -10,9 +10,9 @@ import asyncio
 import itertools
 from collections import deque
 from collections.abc import Callable
-from typing import Any
 
-from .records import Event
+from .protocol.events import Event, EventKind, kind_of
+from .protocol.records import Record
 
 
 class Subscription:
@@ -48,9 +48,10 @@ class EventBus:
         self._listeners: list[Callable[[Event], None]] = []
         self.recent: deque[Event] = deque(maxlen=history)
 
-    def publish(self, kind: str, data: dict[str, Any]) -> Event:
-        """Publish from the engine's event loop thread."""
-        event = Event(kind=kind, data=data, seq=next(self._seq))
+    def publish(self, payload: Record, kind: EventKind | None = None) -> Event:
+        """Publish `payload` (a snapshot of it, taken now) as an event of `kind`, which its type
+        implies unless it is the payload of several kinds. From the engine's event loop thread."""
+        event = Event(kind=(kind or kind_of(payload)).value, data=payload.to_dict(), seq=next(self._seq))
         self.recent.append(event)
         for sub in list(self._subscriptions):
             sub._push(event)

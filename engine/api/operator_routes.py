@@ -1,0 +1,237 @@
+"""The routes the console and the command line use: what the engine recorded (runs, stage results,
+tool calls, sessions, changes, heartbeat) and the operator's commands (fire, pause, approve, revert,
+reject, run a stage)."""
+
+from __future__ import annotations
+
+import asyncio
+import difflib
+import os
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from .. import __version__
+from ..changes import ChangeError
+from ..journal import Journal
+from ..protocol.api import API_VERSION
+from ..protocol.stages import STAGES
+from ..runtime import Engine
+from .http import ApiError, Router, body, float_param, int_param, opt_str
+
+_T = TypeVar("_T")
+
+
+async def changing(action: Callable[[], Awaitable[_T]]) -> _T:
+    """An operator action on changes: a refusal (ChangeError) is a 409 with its reason."""
+    try:
+        return await action()
+    except ChangeError as exc:
+        raise ApiError(409, str(exc)) from exc
+
+
+def add_operator_routes(router: Router, engine: Engine) -> None:
+    def journal() -> Journal:
+        if engine.journal is None:
+            raise ApiError(503, "this engine runs without a journal")
+        return engine.journal
+
+    @router.add("/v1/health", "GET")
+    async def health(request: Request) -> Response:
+        return JSONResponse(
+            {
+                "ok": True,
+                "version": __version__,
+                "api": API_VERSION,
+                "workspace": str(engine.workspace.root),
+                "pid": os.getpid(),
+                "seq": engine.bus.last_seq,  # subscribe to /v1/events?since=<this> to miss nothing
+            }
+        )
+
+    @router.add("/v1/status", "GET")
+    async def status(request: Request) -> Response:
+        return JSONResponse(engine.status().to_dict())
+
+    @router.add("/v1/stages/{stage}", "POST")
+    async def stage(request: Request) -> Response:
+        data = await body(request)
+        context = data.get("context") or {}
+        if not isinstance(context, dict):
+            raise ApiError(400, "'context' must be an object")
+        name = request.path_params["stage"]
+        if name not in STAGES:
+            raise ApiError(404, f"unknown stage {name!r}; stages: {', '.join(STAGES)}")
+        result = await engine.stages.dispatch(name, context, session=opt_str(data, "session"))
+        out: dict[str, Any] = result.to_dict()
+        if data.get("with_runs") and engine.journal is not None:
+            await asyncio.to_thread(engine.journal.flush)
+            by_id = {r.id: r for r in engine.journal.runs(dispatch_id=result.id, limit=10_000)}
+            out["run_records"] = [by_id[i].to_dict() for i in result.runs if i in by_id]
+        return JSONResponse(out)
+
+    # ---- the journal ------------------------------------------------------------------------
+
+    @router.add("/v1/runs", "GET")
+    async def runs(request: Request) -> Response:
+        found = journal()
+        # Runs already announced on the event stream must be in the answer: a client that reads
+        # /v1/health's seq, then this, then subscribes since that seq misses none of them.
+        await asyncio.to_thread(found.flush)
+        failed = request.query_params.get("failed")
+        items = found.runs(
+            stage=request.query_params.get("stage"),
+            hook=request.query_params.get("hook"),
+            session=request.query_params.get("session"),
+            failed=None if failed is None else failed.lower() in ("1", "true", "yes"),
+            dispatch_id=request.query_params.get("dispatch"),
+            before=float_param(request, "before"),
+            limit=int_param(request, "limit", 200),
+        )
+        return JSONResponse({"runs": [r.to_dict() for r in items], "counts": found.counts()})
+
+    @router.add("/v1/runs/{id}", "GET")
+    async def run(request: Request) -> Response:
+        item = journal().run(request.path_params["id"])
+        if item is None:
+            raise ApiError(404, f"no run {request.path_params['id']}")
+        return JSONResponse(item.to_dict())
+
+    @router.add("/v1/dispatches", "GET")
+    async def dispatches(request: Request) -> Response:
+        found = journal()
+        await asyncio.to_thread(found.flush)  # as for /v1/runs
+        items = found.dispatches(
+            stage=request.query_params.get("stage"),
+            session=request.query_params.get("session"),
+            before=float_param(request, "before"),
+            limit=int_param(request, "limit", 200),
+        )
+        return JSONResponse({"dispatches": [d.to_dict() for d in items]})
+
+    @router.add("/v1/tool-calls", "GET")
+    async def tool_calls(request: Request) -> Response:
+        items = journal().tool_calls(
+            tool=request.query_params.get("tool"),
+            session=request.query_params.get("session"),
+            before=float_param(request, "before"),
+            limit=int_param(request, "limit", 200),
+        )
+        return JSONResponse({"tool_calls": [c.to_dict() for c in items]})
+
+    @router.add("/v1/sessions", "GET")
+    async def sessions(request: Request) -> Response:
+        return JSONResponse({"sessions": [s.info().to_dict() for s in engine.sessions.known()]})
+
+    @router.add("/v1/sessions/{id}", "GET")
+    async def session(request: Request) -> Response:
+        found = engine.sessions.find(request.path_params["id"])
+        if found is None:
+            raise ApiError(404, f"the engine knows no session {request.path_params['id']}")
+        return JSONResponse(found.info(with_history=True).to_dict())
+
+    # ---- the heartbeat ----------------------------------------------------------------------
+
+    @router.add("/v1/heartbeat", "GET")
+    async def heartbeat_status(request: Request) -> Response:
+        return JSONResponse(engine.heartbeat.status().to_dict())
+
+    @router.add("/v1/heartbeat/fire", "POST")
+    async def heartbeat_fire(request: Request) -> Response:
+        result = await engine.heartbeat.fire("manual")
+        return JSONResponse({"result": result.to_dict(), "status": engine.heartbeat.status().to_dict()})
+
+    @router.add("/v1/heartbeat/pause", "POST")
+    async def heartbeat_pause(request: Request) -> Response:
+        await engine.heartbeat.pause()
+        return JSONResponse(engine.heartbeat.status().to_dict())
+
+    @router.add("/v1/heartbeat/resume", "POST")
+    async def heartbeat_resume(request: Request) -> Response:
+        await engine.heartbeat.resume()
+        return JSONResponse(engine.heartbeat.status().to_dict())
+
+    # ---- changes ----------------------------------------------------------------------------
+
+    @router.add("/v1/commits", "GET")
+    async def commits(request: Request) -> Response:
+        limit = int_param(request, "limit", 100)
+        return JSONResponse({"commits": await asyncio.to_thread(engine.git.log, limit)})
+
+    @router.add("/v1/changes", "GET")
+    async def changes(request: Request) -> Response:
+        limit = int_param(request, "limit", 200)
+        history = await asyncio.to_thread(engine.changes.history, limit)
+        pending = [p.summary().to_dict() for p in engine.changes.pending(include_decided=True)]
+        return JSONResponse({"changes": [c.to_dict() for c in history], "pending": pending})
+
+    @router.add("/v1/changes/{rev}/diff", "GET")
+    async def change_diff(request: Request) -> Response:
+        return JSONResponse(
+            await changing(lambda: asyncio.to_thread(engine.changes.diff, request.path_params["rev"]))
+        )
+
+    @router.add("/v1/changes/{rev}/approve", "POST")
+    async def change_approve(request: Request) -> Response:
+        who = opt_str(await body(request), "by") or "operator"
+        return JSONResponse(await changing(lambda: engine.changes.approve(request.path_params["rev"], who)))
+
+    @router.add("/v1/changes/{rev}/revert", "POST")
+    async def change_revert(request: Request) -> Response:
+        who = opt_str(await body(request), "by") or "operator"
+        return JSONResponse(await changing(lambda: engine.changes.revert(request.path_params["rev"], who)))
+
+    @router.add("/v1/pending/{id}", "GET")
+    async def pending_get(request: Request) -> Response:
+        try:
+            item = engine.changes.get(request.path_params["id"])
+        except ChangeError as exc:
+            raise ApiError(409, str(exc)) from exc
+        try:
+            before = (engine.workspace.root / item.file).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            before = ""
+        diff = "".join(
+            difflib.unified_diff(
+                before.splitlines(keepends=True),
+                (item.content or "").splitlines(keepends=True),
+                f"a/{item.file}",
+                f"b/{item.file}",
+            )
+        )
+        return JSONResponse({**item.to_dict(), "diff": diff})
+
+    @router.add("/v1/pending/{id}/approve", "POST")
+    async def pending_approve(request: Request) -> Response:
+        who = opt_str(await body(request), "by") or "operator"
+        return JSONResponse(
+            await changing(lambda: engine.changes.approve_pending(request.path_params["id"], who))
+        )
+
+    @router.add("/v1/pending/{id}/reject", "POST")
+    async def pending_reject(request: Request) -> Response:
+        data = await body(request)
+        who, reason = opt_str(data, "by") or "operator", opt_str(data, "reason")
+        return JSONResponse(
+            await changing(lambda: engine.changes.reject_pending(request.path_params["id"], who, reason))
+        )
+
+    # ---- the engine itself ------------------------------------------------------------------
+
+    @router.add("/v1/debug/load", "POST")
+    async def debug_load(request: Request) -> Response:
+        """Synthetic hook runs through the real journal and event stream, for load tests of the
+        console. Only when the engine was started with EVOLVE_DEBUG_LOAD=1."""
+        if engine.env.get("EVOLVE_DEBUG_LOAD") != "1":
+            raise ApiError(404, "not enabled: start the engine with EVOLVE_DEBUG_LOAD=1")
+        data = await body(request)
+        count = int(data.get("count") or 1)
+        size = int(data.get("stdout_bytes") or 0)
+        return JSONResponse({"recorded": engine.runner.inject(min(count, 100_000), size)})
+
+    @router.add("/v1/shutdown", "POST")
+    async def shutdown(request: Request) -> Response:
+        engine.request_shutdown()
+        return JSONResponse({"ok": True})

@@ -1,0 +1,136 @@
+"""The routes the opencode plugin calls (protocol.api.SHIM_ROUTES): connecting, its hooks, its tools."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+
+from ..protocol.opencode import OWN_CALL_PREFIXES
+from ..runtime import Engine
+from .http import ApiError, Router, body, opt_str
+
+
+def add_shim_routes(router: Router, engine: Engine) -> None:
+    bridge = engine.bridge
+
+    @router.add("/v1/tools", "GET")
+    async def tools(request: Request) -> Response:
+        return JSONResponse({"tools": [s.to_dict() for s in engine.tools.specs()]})
+
+    @router.add("/v1/tools/{name}/permission", "POST")
+    async def permission(request: Request) -> Response:
+        data = await body(request)
+        args = data.get("args") or {}
+        if not isinstance(args, dict):
+            raise ApiError(400, "'args' must be an object")
+        return JSONResponse({"ask": engine.tools.permission_request(request.path_params["name"], args)})
+
+    @router.add("/v1/tools/{name}/call", "POST")
+    async def call(request: Request) -> Response:
+        data = await body(request)
+        args = data.get("args")
+        if args is not None and not isinstance(args, dict):
+            raise ApiError(400, "'args' must be an object")
+        session = opt_str(data, "session")
+        bridge.take_history(session, data.get("history"))
+        result = await engine.tools.call(
+            request.path_params["name"],
+            args,
+            session=session,
+            call_id=opt_str(data, "call_id"),
+            origin=opt_str(data, "origin") or "tool",
+        )
+        return JSONResponse(result.to_dict())
+
+    @router.add("/v1/opencode/connect", "POST")
+    async def connect(request: Request) -> Response:
+        data = await body(request)
+        url, directory = opt_str(data, "url"), opt_str(data, "directory")
+        if not url or not directory:
+            raise ApiError(400, "'url' and 'directory' are required")
+        conn = engine.connections.connect(
+            url,
+            directory,
+            opt_str(data, "token"),
+            opt_str(data, "mode") or "unknown",
+            opt_str(data, "shim_version"),
+        )
+        engine.opencode_connected()
+        return JSONResponse(
+            {
+                "id": conn.id,
+                "config": engine.config.to_dict(),
+                "own_call_prefixes": list(OWN_CALL_PREFIXES.values()),
+            }
+        )
+
+    @router.add("/v1/opencode/disconnect", "POST")
+    async def disconnect(request: Request) -> Response:
+        conn_id = opt_str(await body(request), "id")
+        if conn_id:
+            await engine.connections.disconnect(conn_id, "opencode said goodbye")
+        return JSONResponse({"ok": True})
+
+    @router.add("/v1/opencode/system", "POST")
+    async def system(request: Request) -> Response:
+        data = await body(request)
+        session = opt_str(data, "session")
+        bridge.take_history(session, data.get("history"))
+        current = data.get("system") or []
+        if not isinstance(current, list):
+            raise ApiError(400, "'system' must be a list of strings")
+        result, reason, cacheable = await bridge.system(session, [str(s) for s in current])
+        return JSONResponse({"system": result, "reason": reason, "cacheable": cacheable})
+
+    @router.add("/v1/opencode/chat-message", "POST")
+    async def chat_message(request: Request) -> Response:
+        data = await body(request)
+        model = data.get("model") if isinstance(data.get("model"), dict) else None
+        bridge.chat_message(opt_str(data, "session"), opt_str(data, "agent"), model)
+        return JSONResponse({"ok": True})
+
+    @router.add("/v1/opencode/tool-before", "POST")
+    async def tool_before(request: Request) -> Response:
+        data = await body(request)
+        session = opt_str(data, "session")
+        bridge.take_history(session, data.get("history"))
+        bridge.tool_before(session, str(data.get("tool")), opt_str(data, "call_id"), data.get("args"))
+        return JSONResponse({"ok": True}, 202)
+
+    @router.add("/v1/opencode/tool-after", "POST")
+    async def tool_after(request: Request) -> Response:
+        data = await body(request)
+        bridge.tool_after(
+            opt_str(data, "session"),
+            str(data.get("tool")),
+            opt_str(data, "call_id"),
+            data.get("title"),
+            data.get("output"),
+        )
+        return JSONResponse({"ok": True}, 202)
+
+    @router.add("/v1/opencode/compacting", "POST")
+    async def compacting(request: Request) -> Response:
+        data = await body(request)
+        session = opt_str(data, "session")
+        bridge.take_history(session, data.get("history"))
+        return JSONResponse({"prompt": await bridge.compacting(session)})
+
+    @router.add("/v1/opencode/assistant", "POST")
+    async def assistant(request: Request) -> Response:
+        data = await body(request)
+        session = opt_str(data, "session")
+        if not session:
+            raise ApiError(400, "'session' is required")
+        bridge.take_history(session, data.get("history"))
+        raw_message = data.get("message")
+        message: dict[str, Any] = raw_message if isinstance(raw_message, dict) else {}
+        parts = [p for p in data.get("parts") or [] if isinstance(p, dict)]
+        return JSONResponse({"continue": await bridge.assistant_finished(session, message, parts)})
+
+    @router.add("/v1/opencode/event", "POST")
+    async def event(request: Request) -> Response:
+        bridge.event(await body(request))
+        return JSONResponse({"ok": True}, 202)

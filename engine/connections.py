@@ -1,0 +1,113 @@
+"""The opencode processes connected to the engine through the shim, and how the engine reaches back
+into opencode through them (notifications, actions, the heartbeat's sessions)."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from .bus import EventBus
+from .opencode import Connection, NoOpencode, OpencodeClient, OpencodeUnreachable
+from .protocol.records import ConnectionInfo, OpencodeChanged, new_id
+
+log = logging.getLogger("evolve.connections")
+_T = TypeVar("_T")
+
+
+class Connections:
+    def __init__(self, bus: EventBus) -> None:
+        self._bus = bus
+        self.clients: dict[str, OpencodeClient] = {}
+
+    def connect(
+        self, url: str, directory: str, token: str | None, mode: str, shim_version: str | None
+    ) -> Connection:
+        conn = Connection(
+            id=new_id("oc"), url=url, directory=directory, token=token, mode=mode, shim_version=shim_version
+        )
+        self.clients[conn.id] = OpencodeClient(conn)
+        self._bus.publish(OpencodeChanged("connected", conn.info()))
+        return conn
+
+    async def disconnect(self, conn_id: str, reason: str | None = None) -> None:
+        client = self.clients.pop(conn_id, None)
+        if client is not None:
+            await client.close()
+            self._bus.publish(OpencodeChanged("disconnected", client.conn.info(), reason))
+
+    def infos(self) -> list[ConnectionInfo]:
+        return [c.conn.info() for c in self.clients.values()]
+
+    def client(self) -> OpencodeClient | None:
+        """The most recently connected opencode that has not failed since (or the newest one)."""
+        clients = sorted(self.clients.values(), key=lambda c: c.conn.connected_at, reverse=True)
+        for c in clients:
+            if c.conn.last_error is None:
+                return c
+        return clients[0] if clients else None
+
+    async def call(self, what: str, fn: Callable[[OpencodeClient], Awaitable[_T]]) -> _T:
+        """`fn(client)` on a live connection, dropping those that do not answer. Raises NoOpencode
+        when none is left, OpencodeError when opencode answers with an error."""
+        tried: set[str] = set()
+        while True:
+            client = self.client()
+            if client is None or client.conn.id in tried:
+                raise NoOpencode(f"{what}: no opencode connected (start opencode with the evolve plugin)")
+            tried.add(client.conn.id)
+            try:
+                return await fn(client)
+            except OpencodeUnreachable as exc:
+                log.info("dropping opencode connection %s: %s", client.conn.id, exc)
+                await self.disconnect(client.conn.id, str(exc))
+
+    async def deliver(self, session: str, text: str, agent: str) -> None:
+        """A user message that asks for no reply (a notification), in `session`."""
+        await self.call("notification", lambda c: c.prompt(session, text, agent=agent, no_reply=True))
+
+    async def close(self) -> None:
+        for conn_id in list(self.clients):
+            await self.disconnect(conn_id, "the engine stopped")
+
+
+class OpencodeSessions:
+    """The heartbeat's view of opencode (heartbeat.Opencode), over the connections."""
+
+    def __init__(self, connections: Connections) -> None:
+        self._connections = connections
+
+    async def busy_sessions(self) -> set[str]:
+        status = await self._connections.call("session status", lambda c: c.status())
+        return {
+            sid for sid, st in (status or {}).items() if isinstance(st, dict) and st.get("type") != "idle"
+        }
+
+    async def create_session(self, title: str) -> str:
+        created = await self._connections.call("create session", lambda c: c.create_session(title))
+        return str(created["id"])
+
+    async def session_tokens(self, session: str) -> int:
+        """Input + output tokens of the session's messages since its last compaction summary."""
+        messages: list[dict[str, Any]] = await self._connections.call(
+            "messages", lambda c: c.messages(session)
+        )
+        total = 0
+        for message in messages or []:
+            info = message.get("info") or {}
+            if info.get("summary") is True:
+                total = 0
+            tokens = info.get("tokens") or {}
+            total += int(tokens.get("input") or 0) + int(tokens.get("output") or 0)
+        return total
+
+    async def summarize(self, session: str, model: dict[str, str]) -> None:
+        await self._connections.call("summarize", lambda c: c.summarize(session, model, timeout=600.0))
+
+    async def archive(self, session: str) -> None:
+        await self._connections.call("archive", lambda c: c.archive(session))
+
+    async def prompt(self, session: str, text: str, agent: str, model: dict[str, str]) -> None:
+        await self._connections.call(
+            "heartbeat prompt", lambda c: c.prompt(session, text, agent=agent, model=model, timeout=1800.0)
+        )

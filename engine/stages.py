@@ -1,0 +1,66 @@
+"""Dispatching a stage as the engine does it: to the hooks that handle it, with the session's history,
+merged and recovered (engine.dispatch), journaled, published, and with what the hooks changed in the
+workspace committed afterwards."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .activity import Activity
+from .bus import EventBus
+from .discovery import HookFile
+from .dispatch import Dispatcher, RunHook
+from .journal import Journal
+from .protocol.records import HookRun, StageResult
+from .workspace import Workspace
+
+History = Callable[[str], list[Any]]
+Settle = Callable[[str, "str | None", float], None]
+
+
+class Stages:
+    def __init__(
+        self,
+        workspace: Workspace,
+        hooks_for: Callable[[str], Sequence[HookFile]],
+        run_hook: RunHook,
+        history: History,
+        settle: Settle,
+        journal: Journal | None,
+        bus: EventBus,
+        activity: Activity,
+    ) -> None:
+        self._dispatcher = Dispatcher(workspace, hooks_for, run_hook)
+        self._history = history
+        self._settle = settle
+        self._journal = journal
+        self._bus = bus
+        self._activity = activity
+
+    async def dispatch(
+        self,
+        stage: str,
+        context: dict[str, Any] | None = None,
+        *,
+        session: str | None = None,
+        settle: bool = True,
+    ) -> StageResult:
+        """Run `stage` on every hook that handles it, merge, recover; journal it; commit what the
+        hooks changed (unless the caller commits itself: `settle=False`)."""
+        history = self._history(session) if session is not None else None
+        with self._activity.running():
+            result = await self._dispatcher.dispatch(stage, context, session=session, history=history)
+        if self._journal is not None:
+            self._journal.record_dispatch(result)
+        self._bus.publish(result)
+        if settle:
+            self._settle(stage, session, result.started_at)
+        return result
+
+    async def call_one(
+        self, hook: HookFile, stage: str, context: dict[str, Any], *, session: str | None
+    ) -> HookRun:
+        """One hook, unmerged and without recover (execute_tool), with the session's history."""
+        history = self._history(session) if session else None
+        return await self._dispatcher.call_one(hook, stage, context, session=session, history=history)

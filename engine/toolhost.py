@@ -1,0 +1,59 @@
+"""What a builtin tool is given: who calls it (`CallContext`), what it may use of the engine
+(`ToolHost`, which engine.tools.Tools provides), and how it reports a failure (`ToolFailed`)."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from .discovery import HookFile, HookTool
+from .workspace import Workspace
+
+
+@dataclass
+class CallContext:
+    """Who is calling a tool: the opencode session and tool call id, or an operator."""
+
+    session: str | None = None
+    call_id: str | None = None
+    origin: str = "tool"  # tool | operator
+    tool: str | None = None
+    commits: list[str] = field(default_factory=list)
+    notify: list[str] = field(default_factory=list)
+
+    def trailers(self) -> dict[str, str | None]:
+        return {"Origin": self.origin, "Tool": self.tool, "Session": self.session, "Call": self.call_id}
+
+
+class ToolFailed(Exception):
+    """A tool's answer that reports a failure: the exception's message is the text the agent sees."""
+
+
+class EditFailed(ValueError):
+    pass
+
+
+class ToolHost(Protocol):
+    """What the builtins need from the engine."""
+
+    workspace: Workspace
+
+    def hooks(self) -> list[HookFile]: ...
+    def hook_tools(self) -> dict[str, HookTool]: ...
+    def canonical_hook(self, path: os.PathLike[str] | str) -> str: ...
+    def heartbeat_time(self) -> str | None: ...
+    async def validate_hook(self, hook: str, content: str) -> Any: ...
+    async def run_hook_tool(self, name: str, args: dict[str, Any], ctx: CallContext) -> str: ...
+    async def change_file(
+        self,
+        path: str | os.PathLike[str],
+        shown: str,
+        change: Callable[[str], str],
+        *,
+        message: str,
+        success: str,
+        ctx: CallContext,
+        hook: str | None = None,
+    ) -> str: ...

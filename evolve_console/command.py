@@ -1,0 +1,30 @@
+"""`evolve console`: the subcommand this package adds to the engine's command line (through the
+`evolve.commands` entry point), so that the engine never imports the console."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Any
+
+
+def register(sub: Any, common: argparse.ArgumentParser) -> None:
+    """Add `console` to the `evolve` command's subparsers."""
+    p = sub.add_parser("console", parents=[common], help="the operator console (starts the engine if needed)")
+    p.add_argument("--attach", metavar="URL", help="attach to an engine elsewhere instead of the workspace's")
+    p.add_argument("--token", metavar="TOKEN", help="that engine's token")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from engine.protocol.workspace import resolve_workspace
+
+    from .launch import LaunchError
+    from .launch import run as launch
+
+    try:
+        workspace = None if args.attach else resolve_workspace(getattr(args, "workspace", None))
+        return launch(workspace, args.attach, args.token)
+    except LaunchError as exc:
+        print(f"evolve console: {exc}", file=sys.stderr)
+        return 1
