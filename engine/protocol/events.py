@@ -102,9 +102,10 @@ class Event:
 
     @classmethod
     def from_dict(cls, data: JSONDict) -> Event:
+        payload = data.get("data")
         return cls(
             str(data.get("kind") or ""),
-            data.get("data") if isinstance(data.get("data"), dict) else {},
+            payload if isinstance(payload, dict) else {},
             int(data.get("seq") or 0),
             float(data.get("at") or 0.0),
         )
