@@ -30,7 +30,12 @@ from textual.worker import Worker, WorkerState
 from .client import EngineClient, EngineError, EngineGone, Target, read_announcement
 from .detail import DetailPane
 from .format import as_json, short
+from .keybar import KeyBar
+from .line import Line
+from .screens import ConfirmScreen, MoreScreen, ResultScreen, StageScreen
 from .table import MAX_ROWS, KeyedTable
+from .textual_private import skip_own_layout
+from .viewbar import ViewBar
 from .views import (
     ChangesView,
     HeartbeatView,
@@ -39,7 +44,6 @@ from .views import (
     StagesView,
     run_summary,
 )
-from .widgets import ConfirmScreen, KeyBar, Line, MoreScreen, ResultScreen, StageScreen, ViewBar
 
 HISTORY_LIMIT = 500
 VIEWS = [  # (view id, key, label): the view bar, the view keys and the palette's view commands
@@ -520,10 +524,9 @@ class EvolveConsole(App[None]):
         if new is not old:
             self.shown = tab
             old.display, new.display = False, True
-            # Lay the screen out once, now. Left to itself, each page shown or hidden asks for a
-            # layout through its own message queue: that reaches the screen some 30 ms later, and
-            # a second request right after lays out and redraws the whole screen again.
-            old._layout_required = new._layout_required = False  # the screen's layout covers them
+            # Lay the screen out once, now (the screen's layout covers both pages).
+            skip_own_layout(old)
+            skip_own_layout(new)
             self.screen.refresh(layout=True, repaint=False)  # the layout repaints what it moved
             self.query_one(ViewBar).shown = tab
             self.refresh_bindings()

@@ -12,8 +12,9 @@ from textual.widgets import Button, Input, Label, ProgressBar, Static, Switch
 
 from .detail import DetailPane, Part
 from .format import as_json, clock_time, countdown, date_time, duration, short
+from .line import Line
+from .section import Section
 from .table import KeyedTable
-from .widgets import Line, Section
 
 
 def run_summary(run: dict[str, Any]) -> dict[str, Any]:

@@ -22,8 +22,9 @@ from textual.widgets import Select, Switch, TextArea
 from evolve_console.app import EvolveConsole
 from evolve_console.detail import DetailPane
 from evolve_console.format import MORE_LIMIT, PREVIEW_LIMIT
+from evolve_console.screens import ConfirmScreen, MoreScreen, ResultScreen, StageScreen
+from evolve_console.section import Section
 from evolve_console.table import KeyedTable
-from evolve_console.widgets import ConfirmScreen, MoreScreen, ResultScreen, Section, StageScreen
 from tests.console.conftest import (
     EngineProcess,
     StartEngine,
