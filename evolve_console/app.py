@@ -27,7 +27,7 @@ from textual.reactive import reactive
 from textual.widgets import Button, Input, Switch
 from textual.worker import Worker, WorkerState
 
-from .client import EngineClient, EngineError, EngineGone, Target, read_announcement
+from .client import EngineClient, EngineError, EngineGone, Target
 from .detail import DetailPane
 from .format import as_json, short
 from .keybar import KeyBar
@@ -238,7 +238,7 @@ class EvolveConsole(App[None]):
 
     async def rediscover(self) -> None:
         """A restarted engine has a new address or token: read its announcement again."""
-        found = read_announcement(self.target.workspace) if self.target.workspace else None
+        found = Target.announced(self.target.workspace) if self.target.workspace else None
         if found is not None and found != self.target:
             await self.client.aclose()
             self.target = found

@@ -7,12 +7,11 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-API_VERSION = "1"
+from engine.protocol import API_VERSION, API_VERSION_HEADER, Announcement
 
 
 class EngineError(RuntimeError):
@@ -25,18 +24,20 @@ class EngineGone(RuntimeError):
 
 @dataclass(frozen=True)
 class Target:
+    """Where the console finds its engine; `workspace` (when known) finds it again after a restart."""
+
     url: str
     token: str
     workspace: str | None = None
 
-
-def read_announcement(workspace: str) -> Target | None:
-    """The engine announced in `<workspace>/state/engine.json` (address and token), if any."""
-    try:
-        data = json.loads((Path(workspace) / "state" / "engine.json").read_text(encoding="utf-8"))
-        return Target(str(data["url"]), str(data["token"]), workspace)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    @classmethod
+    def announced(cls, workspace: str, *, alive: bool = False) -> Target | None:
+        """The engine announced in `<workspace>/state/engine.json` (address and token), if any;
+        with `alive`, only if it answers its health check."""
+        found = Announcement.read(workspace)
+        if found is None or (alive and not found.alive()):
+            return None
+        return cls(found.url, found.token, workspace)
 
 
 class EngineClient:
@@ -44,7 +45,7 @@ class EngineClient:
         self.target = target
         self._http = httpx.AsyncClient(
             base_url=target.url.rstrip("/"),
-            headers={"authorization": f"Bearer {target.token}", "x-evolve-api": API_VERSION},
+            headers={"authorization": f"Bearer {target.token}", API_VERSION_HEADER: str(API_VERSION)},
             timeout=httpx.Timeout(timeout, connect=3.0),
         )
 
