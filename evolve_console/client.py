@@ -11,7 +11,7 @@ from typing import Any
 
 import httpx
 
-from engine.protocol import API_VERSION, API_VERSION_HEADER, Announcement
+from engine.protocol import API_VERSION, API_VERSION_HEADER, Announcement, Event
 
 
 class EngineError(RuntimeError):
@@ -86,7 +86,7 @@ class EngineClient:
     async def post(self, path: str, body: Any = None, timeout: float | None = None) -> Any:
         return await self.request("POST", path, json_body=body or {}, timeout=timeout)
 
-    async def events(self, since: int | None, brief: bool = True) -> AsyncIterator[dict[str, Any]]:
+    async def events(self, since: int | None, brief: bool = True) -> AsyncIterator[Event]:
         """Engine events as they happen; with `since`, first the recent ones after that sequence number.
         `brief`: hook runs as summaries (the console fetches a run's details when it is selected)."""
         params: dict[str, Any] = {"since": since} if since is not None else {}
@@ -104,7 +104,9 @@ class EngineClient:
                         data.append(line[5:].lstrip())
                     elif not line and data:
                         with contextlib.suppress(ValueError):
-                            yield json.loads("\n".join(data))
+                            message = json.loads("\n".join(data))
+                            if isinstance(message, dict):
+                                yield Event.from_dict(message)
                         data = []
         except httpx.HTTPError as exc:
             raise EngineGone(f"the event stream from {self.target.url} ended ({type(exc).__name__})") from exc
