@@ -1,8 +1,9 @@
 """The operator console: watch the agent evolve, fire heartbeats, approve or revert its changes.
 
-One long-lived worker follows the engine's event stream; events are applied to the screen in
-time-sliced batches (four times a second), so a flood of hook runs never starves the keyboard.
-Everything else is a request to the engine's API in a worker, never on the event loop's path.
+One long-lived worker follows the engine's event stream into the model (`model.py`); the events are
+applied and drawn in time-sliced batches (four times a second), so a flood of hook runs never
+starves the keyboard. Everything else is a request to the engine's API in a worker, never on the
+event loop's path. The app only draws what the model holds and sends the operator's commands.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import asyncio
 import contextlib
 import gc
 import time
-from collections import Counter, deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
@@ -23,36 +23,28 @@ from textual.binding import Binding, BindingType
 from textual.command import Hit, Hits, Provider
 from textual.css.query import NoMatches
 from textual.message import Message
-from textual.reactive import reactive
 from textual.widgets import Button, Input, Switch
 from textual.worker import Worker, WorkerState
 
-from .client import EngineClient, EngineError, EngineGone, Target, read_announcement
+from engine.protocol import HookRun, SessionInfo
+
+from .client import EngineClient, EngineError, EngineGone, Target
 from .detail import DetailPane
 from .format import as_json, short
-from .table import MAX_ROWS, KeyedTable
-from .views import (
-    ChangesView,
-    HeartbeatView,
-    RunsView,
-    SessionsView,
-    StagesView,
-    run_summary,
-)
-from .widgets import ConfirmScreen, KeyBar, Line, MoreScreen, ResultScreen, StageScreen, ViewBar
+from .keybar import KeyBar
+from .line import Line
+from .model import ChangeEntry, ConsoleModel, Part, Update
+from .screens import ConfirmScreen, MoreScreen, ResultScreen, StageScreen
+from .table import KeyedTable
+from .textual_private import skip_own_layout
+from .viewbar import ViewBar
+from .views import PAGES, VIEWS, ChangesView, HeartbeatView, RunsView, SessionsView, StagesView
 
-HISTORY_LIMIT = 500
-VIEWS = [  # (view id, key, label): the view bar, the view keys and the palette's view commands
-    ("runs", "1", "Hook runs"),
-    ("stages", "2", "Stage results"),
-    ("sessions", "3", "Sessions"),
-    ("heartbeat", "4", "Heartbeat"),
-    ("changes", "5", "Self-modifications"),
-]
 FLOOD = 100  # pending events per tick (a quarter second) above which repaints slow down
+LOAD_ORDER = (Part.STATUS, Part.RUNS, Part.STAGES, Part.SESSIONS, Part.CHANGES, Part.HEARTBEAT)
 
 
-class EngineStatus(Message):
+class ConnectionChanged(Message):
     """The connection to the engine changed (latest wins)."""
 
     def __init__(self, connected: bool, detail: str) -> None:
@@ -61,7 +53,7 @@ class EngineStatus(Message):
         self.detail = detail
 
     def can_replace(self, message: Message) -> bool:
-        return isinstance(message, EngineStatus)
+        return isinstance(message, ConnectionChanged)
 
 
 class EvolveCommands(Provider):
@@ -135,8 +127,6 @@ class EvolveConsole(App[None]):
         ),
     ]
 
-    engine_connected: reactive[bool] = reactive(False)
-
     def __init__(
         self, target: Target, *, clock: Callable[[], float] = time.time, poll_s: float = 5.0
     ) -> None:
@@ -148,39 +138,23 @@ class EvolveConsole(App[None]):
         self.client = EngineClient(target)
         self.clock = clock
         self.poll_s = poll_s
-        self.last_seq: int | None = None
-        self.engine_pid: int | None = None
-        self.engine_detail = "connecting…"
-        self.status: dict[str, Any] = {}
-        self.heartbeat: dict[str, Any] = {}
-        self.counts: dict[str, int] = {}
-        self.events_seen = Counter[str]()
-        self._pending: list[dict[str, Any]] = []
-        self.applied_seq = 0  # the seq of the newest event applied to the screen
-        self._applied_runs: deque[tuple[int, dict[str, Any]]] = deque(maxlen=MAX_ROWS)
+        self.model = ConsoleModel()
+        self.run_detail: HookRun | None = None  # the selected run, in full
         self._ticks = 0
-        self._dirty: set[str] = set()
-        self.changes: dict[str, dict[str, Any]] = {}
-        self.sessions: dict[str, dict[str, Any]] = {}
-        self.dispatches: dict[str, dict[str, Any]] = {}
-        self.run_detail: dict[str, Any] | None = None
         self.first_load = asyncio.Event()
         self.shown = "runs"  # the view on screen
+
+    @property
+    def engine_connected(self) -> bool:
+        return self.model.connected
 
     # ---- layout -----------------------------------------------------------------------------
 
     def compose(self) -> ComposeResult:
         yield Line(id="connection")
         yield ViewBar(VIEWS, shown=self.shown, id="views")
-        pages = {
-            "runs": RunsView,
-            "stages": StagesView,
-            "sessions": SessionsView,
-            "heartbeat": HeartbeatView,
-            "changes": ChangesView,
-        }
         for view, _, _ in VIEWS:
-            page = pages[view](id=view, classes="page")
+            page = PAGES[view](id=view, classes="page")
             page.display = view == self.shown
             yield page
         yield KeyBar(id="keys")
@@ -203,38 +177,26 @@ class EvolveConsole(App[None]):
         while True:
             try:
                 health = await self.client.get("/v1/health")
-                if health.get("pid") != self.engine_pid:
-                    # A new engine process numbers its events from 1 again.
-                    self.engine_pid, self.last_seq = health.get("pid"), None
-                    self.applied_seq = 0
-                    self._applied_runs.clear()
-                if self.last_seq is None:
-                    # Events from here on are replayed after the history is loaded, so a run
-                    # recorded in between is in one or the other (rows are keyed: no duplicates).
-                    self.last_seq = int(health.get("seq") or 0)
+                since = self.model.apply_health(health)
                 await self.load_all()
-                self.post_message(EngineStatus(True, f"{self.target.url} · pid {health.get('pid')}"))
+                self.post_message(ConnectionChanged(True, f"{self.target.url} · pid {health.get('pid')}"))
                 delay = 0.5
-                async for event in self.client.events(self.last_seq):
-                    seq = int(event.get("seq") or 0)
-                    if self.last_seq is not None and seq > self.last_seq + 1:
-                        self._dirty.add("runs")  # events were dropped on the way: reload from the journal
-                    self.last_seq = seq
-                    self._pending.append(event)
-                    if seq % 20 == 0:
+                async for event in self.client.events(since):
+                    self.model.receive(event)
+                    if event.seq % 20 == 0:
                         # Buffered events arrive without the loop ever waiting: let keys and
                         # repaints in between.
                         await asyncio.sleep(0)
                 raise EngineGone("the event stream ended")
             except (EngineGone, EngineError) as exc:
-                self.post_message(EngineStatus(False, f"{exc}; retrying"))
+                self.post_message(ConnectionChanged(False, f"{exc}; retrying"))
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 await self.rediscover()
 
     async def rediscover(self) -> None:
         """A restarted engine has a new address or token: read its announcement again."""
-        found = read_announcement(self.target.workspace) if self.target.workspace else None
+        found = Target.announced(self.target.workspace) if self.target.workspace else None
         if found is not None and found != self.target:
             await self.client.aclose()
             self.target = found
@@ -242,16 +204,8 @@ class EvolveConsole(App[None]):
 
     async def load_all(self) -> None:
         """Everything from the journal and git, so history survives console and engine restarts."""
-        self.status = await self.client.get("/v1/status")
-        await self.reload_runs()
-        dispatches = (await self.client.get("/v1/dispatches", limit=HISTORY_LIMIT))["dispatches"]
-        self.dispatches = {d["id"]: d for d in dispatches}
-        self.query_one("#stages-table", KeyedTable).replace_all(
-            [StagesView.row(d) for d in reversed(dispatches)]
-        )
-        await self.reload_sessions()
-        await self.reload_changes()
-        await self.reload_heartbeat()
+        for part in LOAD_ORDER:
+            await self.reload(part, draw=part is not Part.STATUS)
         self.render_connection()
         if not self.first_load.is_set():
             # The widgets, styles and history loaded so far live as long as the console. Without
@@ -263,98 +217,85 @@ class EvolveConsole(App[None]):
             gc.freeze()
         self.first_load.set()
 
-    async def reload_runs(self) -> None:
-        view = self.query_one(RunsView)
-        params = {**view.filters(), "limit": HISTORY_LIMIT}
-        applied = self.applied_seq
-        data = await self.client.get("/v1/runs", **params)
-        self.counts = data.get("counts") or {}
-        runs = [run_summary(r) for r in reversed(data["runs"])]
-        # Runs applied from the stream while the request was out may be newer than its answer.
-        runs += [run for seq, run in self._applied_runs if seq > applied]
-        self.query_one("#runs-table", KeyedTable).replace_all([RunsView.row(r) for r in runs])
-        self.render_counts()
+    async def reload(self, part: Part, draw: bool = True) -> None:
+        """Fetch `part` from the engine into the model, and draw it."""
+        route, params = self.model.query(part)
+        since = self.model.applied_seq
+        data = await self.client.get(route, **params)
+        if self.model.apply_reload(part, data, since=since) and draw:
+            self.draw(part)
 
-    async def reload_sessions(self) -> None:
-        sessions = (await self.client.get("/v1/sessions"))["sessions"]
-        self.sessions = {s["id"]: s for s in sessions}
-        table = self.query_one("#sessions-table", KeyedTable)
-        rows = [SessionsView.row(s) for s in sessions]
-        if set(table.rows) - {r[0] for r in rows}:
-            table.replace_all(rows)
-        else:
-            table.upsert(rows)
-
-    async def reload_changes(self) -> None:
-        data = await self.client.get("/v1/changes", limit=HISTORY_LIMIT)
-        entries: list[dict[str, Any]] = []
-        for c in reversed(data["changes"]):
-            entries.append({**c, "key": c["sha"]})
-        for p in data.get("pending") or []:
-            if p.get("status") == "pending":
-                entries.append(
-                    {
-                        "key": p["id"],
-                        "pending_id": p["id"],
-                        "origin": "pending",
-                        "time": p.get("created_at"),
-                        "subject": f"{p.get('message')} (awaits review)",
-                        "files": [p.get("file")],
-                        "trailers": {
-                            "tool": p.get("tool"),
-                            "session": p.get("session"),
-                            "call": p.get("call_id"),
-                        },
-                    }
-                )
-        self.changes = {e["key"]: e for e in entries}
-        view = self.query_one(ChangesView)
-        table = self.query_one("#changes-table", KeyedTable)
-        rows = [view.row(e) for e in entries]
-        if set(table.rows) - set(self.changes):
-            table.replace_all(rows)
-        else:
-            table.upsert(rows)
-        self.refresh_bindings()
-
-    async def reload_heartbeat(self) -> None:
-        self.heartbeat = await self.client.get("/v1/heartbeat")
-        self.query_one(HeartbeatView).show_status(self.heartbeat, self.clock())
-
-    def on_engine_status(self, message: EngineStatus) -> None:
-        self.engine_connected = message.connected
-        self.engine_detail = message.detail
+    def on_connection_changed(self, message: ConnectionChanged) -> None:
+        self.model.set_connection(message.connected, message.detail)
         self.render_connection()
 
+    # ---- drawing the model ------------------------------------------------------------------
+
+    def draw(self, part: Part) -> None:
+        """Show `part` as the model holds it now."""
+        model = self.model
+        if part is Part.RUNS:
+            self.query_one("#runs-table", KeyedTable).replace_all(
+                [RunsView.row(r) for r in model.runs.values()]
+            )
+            self.render_counts()
+        elif part is Part.COUNTS:
+            self.render_counts()
+        elif part is Part.STAGES:
+            self.query_one("#stages-table", KeyedTable).replace_all(
+                [StagesView.row(d) for d in model.dispatches.values()]
+            )
+        elif part is Part.SESSIONS:
+            self._draw_rows("#sessions-table", [SessionsView.row(s) for s in model.sessions.values()])
+        elif part is Part.CHANGES:
+            view = self.query_one(ChangesView)
+            self._draw_rows("#changes-table", [view.row(c) for c in model.changes.values()])
+            self.refresh_bindings()
+        elif part is Part.HEARTBEAT:
+            if model.heartbeat is not None:
+                self.query_one(HeartbeatView).show_status(model.heartbeat, self.clock())
+        elif part is Part.STATUS:
+            self.render_connection()
+
+    def _draw_rows(self, table_id: str, rows: list[tuple[str, list[Any]]]) -> None:
+        """All rows of a table anew, moving none that stays (a reload of sessions or changes)."""
+        table = self.query_one(table_id, KeyedTable)
+        if set(table.rows) - {key for key, _ in rows}:
+            table.replace_all(rows)
+        else:
+            table.upsert(rows)
+
     def render_connection(self) -> None:
+        model = self.model
         text = Text(no_wrap=True, overflow="ellipsis")
-        if self.engine_connected:
+        if model.connected:
             text.append(" engine ● connected ", style="bold reverse green")
         else:
             text.append(" engine ○ disconnected ", style="bold reverse red")
-        text.append(f" {short(self.engine_detail, 70)}  ")
-        opencode = self.status.get("opencode") or []
+        text.append(f" {short(model.detail, 70)}  ")
+        opencode = model.status.opencode if model.status else []
         if opencode:
-            modes = ", ".join(sorted({str(c.get("mode")) for c in opencode}))
+            modes = ", ".join(sorted({str(c.mode) for c in opencode}))
             text.append(f" opencode ● {len(opencode)} connected ({modes}) ", style="bold reverse green")
         else:
             text.append(" opencode ○ not connected ", style="bold reverse yellow")
-        errors = self.status.get("config_errors") or []
+        errors = model.status.config_errors if model.status else []
         if errors:
             text.append(
                 f"  config: {len(errors)} errors (last good config in use): {short(errors[0], 60)}",
                 style="bold red",
             )
-        workspace = self.status.get("workspace") or self.target.workspace
+        workspace = (model.status.workspace if model.status else None) or self.target.workspace
         if workspace:
             text.append(f"  workspace {workspace}", style="dim")
         self.query_one("#connection", Line).show(text)
 
     def render_counts(self) -> None:
         table = self.query_one("#runs-table", KeyedTable)
+        counts, live = self.model.counts, self.model.events_seen["hook_run"]
         text = (
-            f"{self.counts.get('runs', 0):,} runs in the journal · {self.counts.get('failed_runs', 0):,} failed · "
-            f"{self.events_seen['hook_run']:,} received live · showing {table.row_count:,}"
+            f"{counts.get('runs', 0):,} runs in the journal · {counts.get('failed_runs', 0):,} failed · "
+            f"{live:,} received live · showing {table.row_count:,}"
         )
         if not table.following and table.unseen:
             text += f"  · +{table.unseen:,} new (g to follow)"
@@ -366,96 +307,54 @@ class EvolveConsole(App[None]):
         # Under a flood, repaint the tables about once a second instead of four times: each
         # repaint of a scrolled table costs real time, and the keyboard must stay responsive.
         self._ticks += 1
-        if len(self._pending) > FLOOD and self._ticks % 4:
+        if self.model.waiting > FLOOD and self._ticks % 4:
             return
         with contextlib.suppress(NoMatches):  # the console is closing
-            self._apply_events()
+            if self.model.waiting:
+                self._show(self.model.apply_waiting())
+            self._reload_stale()
 
-    def _apply_events(self) -> None:
-        if not self._pending:
-            self._flush_dirty()
-            return
-        events, self._pending = self._pending, []
-        self.applied_seq = int(events[-1].get("seq") or 0)
-        runs: dict[str, dict[str, Any]] = {}
-        stages: list[dict[str, Any]] = []
-        matches = self.query_one(RunsView).matcher()
-        for event in events:
-            kind = event.get("kind", "")
-            self.events_seen[kind] += 1
-            data = event.get("data") or {}
-            if kind == "hook_run":
-                # Counts come from the journal (poll_counts): exact, also when the journal trims.
-                if matches(data):
-                    runs[data["id"]] = summary = run_summary(data)
-                    self._applied_runs.append((int(event.get("seq") or 0), summary))
-            elif kind == "stage":
-                stages.append(data)
-            elif kind in ("session_frozen", "notification", "opencode"):
-                self._dirty.add("sessions")
-                if kind == "opencode":
-                    self._dirty.add("status")
-            elif kind in ("commit", "review", "pending"):
-                self._dirty.add("changes")
-            elif kind == "heartbeat":
-                self._dirty.add("heartbeat")
-            elif kind in ("config", "hooks_discovered"):
-                self._dirty.add("status")
-            elif kind in ("warning", "error"):
-                self.notify(
-                    short(f"{data.get('source')}: {data.get('message')}", 300),
-                    severity="error" if kind == "error" else "warning",
-                    timeout=8,
-                )
+    def _show(self, update: Update) -> None:
+        for severity, notice in update.notices:
+            self.notify(
+                short(f"{notice.source}: {notice.message}", 300),
+                severity="error" if severity == "error" else "warning",
+                timeout=8,
+            )
         with self.batch_update():
-            if runs:
-                # Only the newest rows can be on screen: a flood costs the table no more than that.
-                newest = list(runs.values())[-MAX_ROWS:]
-                self.query_one("#runs-table", KeyedTable).upsert([RunsView.row(r) for r in newest])
-            if stages:
-                for d in stages:
-                    self.dispatches[d["id"]] = d
-                table = self.query_one("#stages-table", KeyedTable)
-                table.upsert([StagesView.row(d) for d in stages])
-                if len(self.dispatches) > 2 * MAX_ROWS:  # keep the details of the rows shown
-                    self.dispatches = {k: v for k, v in self.dispatches.items() if k in table.rows}
+            if update.runs:
+                self.query_one("#runs-table", KeyedTable).upsert([RunsView.row(r) for r in update.runs])
+            if update.stages:
+                self.query_one("#stages-table", KeyedTable).upsert([StagesView.row(d) for d in update.stages])
+            for part in update.redraw - {Part.RUNS, Part.STAGES}:
+                self.draw(part)
             self.render_counts()
-        self._flush_dirty()
 
-    def _flush_dirty(self) -> None:
-        if self._dirty and self.engine_connected:
-            dirty, self._dirty = self._dirty, set()
-            self.refresh_parts(dirty)
+    def _reload_stale(self) -> None:
+        parts = self.model.take_reloads()
+        if parts:
+            self.refresh_parts(parts)
 
     @work(group="refresh", exit_on_error=False)
-    async def refresh_parts(self, parts: set[str]) -> None:
-        if "runs" in parts:
-            await self.reload_runs()
-        if "sessions" in parts:
-            await self.reload_sessions()
-        if "changes" in parts:
-            await self.reload_changes()
-        if "heartbeat" in parts:
-            await self.reload_heartbeat()
-        if "status" in parts:
-            self.status = await self.client.get("/v1/status")
-            self.render_connection()
+    async def refresh_parts(self, parts: set[Part]) -> None:
+        for part in (Part.RUNS, Part.STAGES, Part.SESSIONS, Part.CHANGES, Part.HEARTBEAT, Part.STATUS):
+            if part in parts:
+                await self.reload(part)
 
     @work(exclusive=True, group="counts", exit_on_error=False)
     async def poll_counts(self) -> None:
         """The journal's exact counts (live events only estimate them); re-armed when done."""
         try:
             if self.engine_connected:
-                self.counts = (await self.client.get("/v1/runs", limit=0)).get("counts") or self.counts
                 with contextlib.suppress(NoMatches):
-                    self.render_counts()
+                    await self.reload(Part.COUNTS)
         finally:
             self.set_timer(self.poll_s, self.poll_counts, name="counts")
 
     def tick_clock(self) -> None:
         with contextlib.suppress(NoMatches):  # the console is closing
-            if self.heartbeat and self.shown == "heartbeat":
-                self.query_one(HeartbeatView).show_status(self.heartbeat, self.clock())
+            if self.model.heartbeat and self.shown == "heartbeat":
+                self.query_one(HeartbeatView).show_status(self.model.heartbeat, self.clock())
             self.render_counts()
 
     # ---- selection and details --------------------------------------------------------------
@@ -468,13 +367,13 @@ class EvolveConsole(App[None]):
     @work(exclusive=True, group="run-detail", exit_on_error=False)
     async def load_run(self, run_id: str) -> None:
         await asyncio.sleep(0.05)  # cursor moving fast: only the row it stops on is fetched
-        run = await self.client.get(f"/v1/runs/{run_id}")
+        run = HookRun.from_dict(await self.client.get(f"/v1/runs/{run_id}"))
         self.run_detail = run
         self.query_one(RunsView).show_run(run)
 
     @on(KeyedTable.RowHighlighted, "#stages-table")
     def stage_highlighted(self, event: KeyedTable.RowHighlighted) -> None:
-        d = self.dispatches.get(event.key)
+        d = self.model.dispatches.get(event.key)
         if d:
             self.query_one(StagesView).show_dispatch(d)
 
@@ -484,22 +383,23 @@ class EvolveConsole(App[None]):
 
     @work(exclusive=True, group="session-detail", exit_on_error=False)
     async def load_session(self, session_id: str) -> None:
-        self.query_one(SessionsView).show_session(await self.client.get(f"/v1/sessions/{session_id}"))
+        session = SessionInfo.from_dict(await self.client.get(f"/v1/sessions/{session_id}"))
+        self.query_one(SessionsView).show_session(session)
 
     @on(KeyedTable.RowHighlighted, "#changes-table")
     def change_highlighted(self, event: KeyedTable.RowHighlighted) -> None:
         self.refresh_bindings()
-        if event.key in self.changes:
-            self.load_change(event.key)
+        change = self.model.changes.get(event.key)
+        if change is not None:
+            self.load_change(change)
 
     @work(exclusive=True, group="change-detail", exit_on_error=False)
-    async def load_change(self, key: str) -> None:
-        change = self.changes[key]
-        if change.get("pending_id"):
-            pending = await self.client.get(f"/v1/pending/{change['pending_id']}")
+    async def load_change(self, change: ChangeEntry) -> None:
+        if change.pending_id:
+            pending = await self.client.get(f"/v1/pending/{change.pending_id}")
             self.query_one(ChangesView).show_change(change, pending.get("diff") or "", False)
         else:
-            diff = await self.client.get(f"/v1/changes/{key}/diff")
+            diff = await self.client.get(f"/v1/changes/{change.key}/diff")
             self.query_one(ChangesView).show_change(change, diff["diff"], diff.get("truncated", False))
 
     # ---- filters ----------------------------------------------------------------------------
@@ -507,11 +407,12 @@ class EvolveConsole(App[None]):
     @on(Input.Submitted, "#run-filters Input")
     @on(Switch.Changed, "#filter-failed")
     def filters_changed(self) -> None:
+        self.model.run_filter = self.query_one(RunsView).run_filter()
         self.apply_filters()
 
     @work(exclusive=True, group="run-filter", exit_on_error=False)
     async def apply_filters(self) -> None:
-        await self.reload_runs()
+        await self.reload(Part.RUNS)
 
     # ---- actions ----------------------------------------------------------------------------
 
@@ -520,15 +421,14 @@ class EvolveConsole(App[None]):
         if new is not old:
             self.shown = tab
             old.display, new.display = False, True
-            # Lay the screen out once, now. Left to itself, each page shown or hidden asks for a
-            # layout through its own message queue: that reaches the screen some 30 ms later, and
-            # a second request right after lays out and redraws the whole screen again.
-            old._layout_required = new._layout_required = False  # the screen's layout covers them
+            # Lay the screen out once, now (the screen's layout covers both pages).
+            skip_own_layout(old)
+            skip_own_layout(new)
             self.screen.refresh(layout=True, repaint=False)  # the layout repaints what it moved
             self.query_one(ViewBar).shown = tab
             self.refresh_bindings()
-            if self.heartbeat and tab == "heartbeat":
-                self.query_one(HeartbeatView).show_status(self.heartbeat, self.clock())
+            if self.model.heartbeat and tab == "heartbeat":
+                self.query_one(HeartbeatView).show_status(self.model.heartbeat, self.clock())
         # The focus goes with the view, in the same frame (every focus change repaints the whole
         # screen); a widget of a hidden view must not keep it.
         tables = new.query(KeyedTable)
@@ -538,11 +438,11 @@ class EvolveConsole(App[None]):
     def view_selected(self, event: ViewBar.Selected) -> None:
         self.action_show_tab(event.view)
 
-    def selected_change(self) -> dict[str, Any] | None:
+    def selected_change(self) -> ChangeEntry | None:
         if self.shown != "changes":
             return None
         key = self.query_one("#changes-table", KeyedTable).selected_key()
-        return self.changes.get(key) if key else None
+        return self.model.changes.get(key) if key else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         # Keys that only mean something in some views are shown only there.
@@ -555,10 +455,9 @@ class EvolveConsole(App[None]):
             change = self.selected_change()
             if change is None:
                 return None if tab == "changes" else False
-            pending = bool(change.get("pending_id"))
-            if action == "reject" and not pending:
+            if action == "reject" and not change.pending_id:
                 return None
-            if action == "revert" and (pending or change.get("origin") == "initial"):
+            if action == "revert" and not change.revertible:
                 return None
         return True
 
@@ -567,10 +466,8 @@ class EvolveConsole(App[None]):
         try:
             change = self.selected_change()
             self.query_one("#change-approve", Button).disabled = change is None
-            self.query_one("#change-revert", Button).disabled = (
-                change is None or bool(change.get("pending_id")) or change.get("origin") == "initial"
-            )
-            self.query_one("#change-reject", Button).disabled = change is None or not change.get("pending_id")
+            self.query_one("#change-revert", Button).disabled = change is None or not change.revertible
+            self.query_one("#change-reject", Button).disabled = change is None or not change.pending_id
         except Exception:
             pass  # not mounted yet
 
@@ -588,7 +485,7 @@ class EvolveConsole(App[None]):
             severity="information" if result["outcome"] == "ok" else "warning",
             timeout=8,
         )
-        await self.reload_heartbeat()
+        await self.reload(Part.HEARTBEAT)
 
     @on(Button.Pressed, "#hb-pause")
     @on(Button.Pressed, "#hb-resume")
@@ -597,9 +494,11 @@ class EvolveConsole(App[None]):
 
     @work(group="actions", exit_on_error=False)
     async def toggle_pause(self) -> None:
-        paused = bool(self.heartbeat.get("paused"))
-        self.heartbeat = await self.client.post(f"/v1/heartbeat/{'resume' if paused else 'pause'}")
-        self.query_one(HeartbeatView).show_status(self.heartbeat, self.clock())
+        paused = bool(self.model.heartbeat and self.model.heartbeat.paused)
+        since = self.model.applied_seq
+        status = await self.client.post(f"/v1/heartbeat/{'resume' if paused else 'pause'}")
+        self.model.apply_reload(Part.HEARTBEAT, status, since=since)
+        self.draw(Part.HEARTBEAT)
         self.notify("heartbeat resumed" if paused else "heartbeat paused", timeout=3)
 
     @on(Button.Pressed, "#change-approve")
@@ -609,24 +508,24 @@ class EvolveConsole(App[None]):
             self.approve_change(change)
 
     @work(group="actions", exit_on_error=False)
-    async def approve_change(self, change: dict[str, Any]) -> None:
-        if change.get("pending_id"):
-            await self.client.post(f"/v1/pending/{change['pending_id']}/approve")
-            self.notify(f"installed: {change.get('subject')}", timeout=5)
+    async def approve_change(self, change: ChangeEntry) -> None:
+        if change.pending_id:
+            await self.client.post(f"/v1/pending/{change.pending_id}/approve")
+            self.notify(f"installed: {change.subject}", timeout=5)
         else:
-            await self.client.post(f"/v1/changes/{change['sha']}/approve")
-            self.notify(f"approved {str(change['sha'])[:10]}", timeout=5)
-        await self.reload_changes()
+            await self.client.post(f"/v1/changes/{change.key}/approve")
+            self.notify(f"approved {change.key[:10]}", timeout=5)
+        await self.reload(Part.CHANGES)
 
     @on(Button.Pressed, "#change-revert")
     def action_revert(self) -> None:
         change = self.selected_change()
-        if change is None or change.get("pending_id"):
+        if change is None or change.pending_id:
             return
-        question = f"Revert {str(change['sha'])[:10]} “{short(change.get('subject'), 60)}”?"
+        question = f"Revert {change.key[:10]} “{short(change.subject, 60)}”?"
         detail = (
             "A new commit undoes it (history is kept); hooks and prompts reload at once.\nFiles: "
-            + ", ".join(change.get("files") or [])
+            + ", ".join(change.files)
         )
 
         def confirmed(yes: bool | None) -> None:
@@ -636,26 +535,26 @@ class EvolveConsole(App[None]):
         self.push_screen(ConfirmScreen(question, detail), confirmed)
 
     @work(group="actions", exit_on_error=False)
-    async def revert_change(self, change: dict[str, Any]) -> None:
+    async def revert_change(self, change: ChangeEntry) -> None:
         try:
-            result = await self.client.post(f"/v1/changes/{change['sha']}/revert")
+            result = await self.client.post(f"/v1/changes/{change.key}/revert")
         except EngineError as exc:
             self.notify(str(exc), title="revert refused", severity="error", timeout=12)
             return
-        self.notify(f"reverted {str(change['sha'])[:10]} as {result['sha'][:10]}", timeout=6)
-        await self.reload_changes()
+        self.notify(f"reverted {change.key[:10]} as {result['sha'][:10]}", timeout=6)
+        await self.reload(Part.CHANGES)
 
     @on(Button.Pressed, "#change-reject")
     def action_reject(self) -> None:
         change = self.selected_change()
-        if change is not None and change.get("pending_id"):
+        if change is not None and change.pending_id:
             self.reject_change(change)
 
     @work(group="actions", exit_on_error=False)
-    async def reject_change(self, change: dict[str, Any]) -> None:
-        await self.client.post(f"/v1/pending/{change['pending_id']}/reject")
-        self.notify(f"rejected: {change.get('subject')}", timeout=5)
-        await self.reload_changes()
+    async def reject_change(self, change: ChangeEntry) -> None:
+        await self.client.post(f"/v1/pending/{change.pending_id}/reject")
+        self.notify(f"rejected: {change.subject}", timeout=5)
+        await self.reload(Part.CHANGES)
 
     def action_run_stage(self) -> None:
         def chosen(request: dict[str, Any] | None) -> None:
@@ -713,7 +612,7 @@ class EvolveConsole(App[None]):
             return
         error = event.worker.error
         if isinstance(error, EngineGone):
-            self.post_message(EngineStatus(False, f"{error}; retrying"))
+            self.post_message(ConnectionChanged(False, f"{error}; retrying"))
             self.notify(str(error), severity="warning", timeout=5)
         else:
             self.notify(

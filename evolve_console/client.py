@@ -7,12 +7,11 @@ import contextlib
 import json
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import httpx
 
-API_VERSION = "1"
+from engine.protocol import API_VERSION, API_VERSION_HEADER, Announcement, Event
 
 
 class EngineError(RuntimeError):
@@ -25,18 +24,20 @@ class EngineGone(RuntimeError):
 
 @dataclass(frozen=True)
 class Target:
+    """Where the console finds its engine; `workspace` (when known) finds it again after a restart."""
+
     url: str
     token: str
     workspace: str | None = None
 
-
-def read_announcement(workspace: str) -> Target | None:
-    """The engine announced in `<workspace>/state/engine.json` (address and token), if any."""
-    try:
-        data = json.loads((Path(workspace) / "state" / "engine.json").read_text(encoding="utf-8"))
-        return Target(str(data["url"]), str(data["token"]), workspace)
-    except (OSError, ValueError, KeyError, TypeError):
-        return None
+    @classmethod
+    def announced(cls, workspace: str, *, alive: bool = False) -> Target | None:
+        """The engine announced in `<workspace>/state/engine.json` (address and token), if any;
+        with `alive`, only if it answers its health check."""
+        found = Announcement.read(workspace)
+        if found is None or (alive and not found.alive()):
+            return None
+        return cls(found.url, found.token, workspace)
 
 
 class EngineClient:
@@ -44,7 +45,7 @@ class EngineClient:
         self.target = target
         self._http = httpx.AsyncClient(
             base_url=target.url.rstrip("/"),
-            headers={"authorization": f"Bearer {target.token}", "x-evolve-api": API_VERSION},
+            headers={"authorization": f"Bearer {target.token}", API_VERSION_HEADER: str(API_VERSION)},
             timeout=httpx.Timeout(timeout, connect=3.0),
         )
 
@@ -85,7 +86,7 @@ class EngineClient:
     async def post(self, path: str, body: Any = None, timeout: float | None = None) -> Any:
         return await self.request("POST", path, json_body=body or {}, timeout=timeout)
 
-    async def events(self, since: int | None, brief: bool = True) -> AsyncIterator[dict[str, Any]]:
+    async def events(self, since: int | None, brief: bool = True) -> AsyncIterator[Event]:
         """Engine events as they happen; with `since`, first the recent ones after that sequence number.
         `brief`: hook runs as summaries (the console fetches a run's details when it is selected)."""
         params: dict[str, Any] = {"since": since} if since is not None else {}
@@ -103,7 +104,9 @@ class EngineClient:
                         data.append(line[5:].lstrip())
                     elif not line and data:
                         with contextlib.suppress(ValueError):
-                            yield json.loads("\n".join(data))
+                            message = json.loads("\n".join(data))
+                            if isinstance(message, dict):
+                                yield Event.from_dict(message)
                         data = []
         except httpx.HTTPError as exc:
             raise EngineGone(f"the event stream from {self.target.url} ended ({type(exc).__name__})") from exc

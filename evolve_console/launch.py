@@ -12,27 +12,11 @@ import sys
 import time
 from pathlib import Path
 
-import httpx
-
-from .client import Target, read_announcement
+from .client import Target
 
 
 class LaunchError(RuntimeError):
     pass
-
-
-def _announcement(workspace: Path) -> Target | None:
-    """The workspace's announced engine, if it answers its health check."""
-    target = read_announcement(str(workspace))
-    if target is None:
-        return None
-    try:
-        resp = httpx.get(
-            f"{target.url}/v1/health", headers={"authorization": f"Bearer {target.token}"}, timeout=2
-        )
-    except httpx.HTTPError:
-        return None
-    return target if resp.status_code == 200 else None
 
 
 def engine_for(workspace: Path, start_timeout: float = 30.0) -> Target:
@@ -42,7 +26,7 @@ def engine_for(workspace: Path, start_timeout: float = 30.0) -> Target:
         subprocess.run(
             [sys.executable, "-m", "engine", "init", str(workspace)], check=True, stdout=subprocess.DEVNULL
         )
-    found = _announcement(workspace)
+    found = Target.announced(str(workspace), alive=True)
     if found:
         return found
     (workspace / "state").mkdir(parents=True, exist_ok=True)
@@ -60,7 +44,7 @@ def engine_for(workspace: Path, start_timeout: float = 30.0) -> Target:
     deadline = time.monotonic() + start_timeout
     while time.monotonic() < deadline:
         time.sleep(0.1)
-        found = _announcement(workspace)
+        found = Target.announced(str(workspace), alive=True)
         if found:
             return found
     raise LaunchError(

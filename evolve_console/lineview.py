@@ -7,6 +7,8 @@ from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from .textual_private import scroll_update
+
 
 class LineView(ScrollView):
     """A ScrollView that draws its own lines, with two savings that matter under a flood of runs.
@@ -42,13 +44,10 @@ class LineView(ScrollView):
             # Hidden behind another view: the layout that shows it again sizes its scrollbars.
             self.set_reactive(ScrollView.virtual_size, size)
             return
-        update = getattr(self, "_scroll_update", None)  # Textual's own scrollbar update
         same_bars = size.width == old.width and (size.height > viewport.height) == (
             old.height > viewport.height
         )
-        if update is None or not same_bars:
+        if not same_bars or not scroll_update(self, size):
             self.virtual_size = size  # scrollbars appear or go: the layout must change
             return
-        self.set_reactive(ScrollView.virtual_size, size)
-        update(size)
         self.refresh()

@@ -21,6 +21,7 @@ from textual.message import Message
 from textual.strip import Strip
 
 from .lineview import LineView
+from .model import MAX_ROWS as MAX_ROWS  # the cap the model keeps its rows to
 
 # Column widths by column key (the same key means the same kind of content in every table). Each
 # table fits its pane in a 140-column terminal without a horizontal scrollbar.
@@ -44,7 +45,6 @@ WIDTHS = {
     "files": 14,
     "review": 12,
 }
-MAX_ROWS = 1000  # rows a live table keeps (the journal keeps everything)
 
 
 class KeyedTable(LineView, can_focus=True):

@@ -294,7 +294,7 @@ async def shoot(
                 lambda: select("#sessions-table", "ses_alpha"),
                 lambda: "ses_alpha" in head("#session-detail"),
             ),
-            ("heartbeat", "4", nothing, lambda: bool(app.heartbeat.get("last"))),
+            ("heartbeat", "4", nothing, lambda: bool(app.model.heartbeat and app.model.heartbeat.last)),
             (
                 "changes",
                 "5",

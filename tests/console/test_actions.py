@@ -22,8 +22,9 @@ from textual.widgets import Select, Switch, TextArea
 from evolve_console.app import EvolveConsole
 from evolve_console.detail import DetailPane
 from evolve_console.format import MORE_LIMIT, PREVIEW_LIMIT
+from evolve_console.screens import ConfirmScreen, MoreScreen, ResultScreen, StageScreen
+from evolve_console.section import Section
 from evolve_console.table import KeyedTable
-from evolve_console.widgets import ConfirmScreen, MoreScreen, ResultScreen, Section, StageScreen
 from tests.console.conftest import (
     EngineProcess,
     StartEngine,
@@ -191,7 +192,11 @@ def test_pause_and_resume(engine: EngineProcess) -> None:
         await pilot.press("4", "p")
         await wait_until(pilot, lambda: engine.get("/v1/heartbeat")["paused"] is True, "the engine to pause")
         assert paused_in_state() is True
-        await wait_until(pilot, lambda: app.heartbeat.get("paused") is True, "the console to see the pause")
+        await wait_until(
+            pilot,
+            lambda: app.model.heartbeat is not None and app.model.heartbeat.paused is True,
+            "the console to see the pause",
+        )
         summary = text_of(app.query_one("#hb-summary"))
         assert "PAUSED" in summary, summary
         assert app.query_one("#hb-resume").display and not app.query_one("#hb-pause").display
@@ -201,7 +206,11 @@ def test_pause_and_resume(engine: EngineProcess) -> None:
             pilot, lambda: engine.get("/v1/heartbeat")["paused"] is False, "the engine to resume"
         )
         assert paused_in_state() is False
-        await wait_until(pilot, lambda: app.heartbeat.get("paused") is False, "the console to see the resume")
+        await wait_until(
+            pilot,
+            lambda: app.model.heartbeat is not None and app.model.heartbeat.paused is False,
+            "the console to see the resume",
+        )
         assert "PAUSED" not in text_of(app.query_one("#hb-summary"))
         assert [n[2] for n in notifications(seen) if n[2].startswith("heartbeat ")][-2:] == [
             "heartbeat paused",
@@ -664,7 +673,9 @@ def test_huge_and_binary_output_is_bounded(workspace: Path, start_engine: StartE
         await wait_until(pilot, lambda: big in runs.rows and garbage in runs.rows, "the idle runs")
 
         await select_row(pilot, runs, big)
-        await wait_until(pilot, lambda: (app.run_detail or {}).get("id") == big, "the big run's details")
+        await wait_until(
+            pilot, lambda: app.run_detail is not None and app.run_detail.id == big, "the big run's details"
+        )
         await wait_until(pilot, lambda: is_cut(app, "run-detail", "stdout"), "the stdout field to be cut")
         pane = app.query_one("#run-detail", DetailPane)
         assert "press m to see more" in pane.plain
@@ -682,7 +693,9 @@ def test_huge_and_binary_output_is_bounded(workspace: Path, start_engine: StartE
 
         runs.focus()
         await select_row(pilot, runs, garbage)
-        await wait_until(pilot, lambda: (app.run_detail or {}).get("id") == garbage, "the garbage run")
+        await wait_until(
+            pilot, lambda: app.run_detail is not None and app.run_detail.id == garbage, "the garbage run"
+        )
         assert "not valid UTF-8" in detail_text(app, "run-detail", "error")
         body = detail_text(app, "run-detail", "stdout")
         assert "\\x00" in body and "\\x1b[31mred" in body, body[:300]

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import calendar
+import dataclasses
 import difflib
 import hashlib
 import json
@@ -453,13 +454,15 @@ class SnapshotConsole(EvolveConsole):
         self.theme = "textual-dark"
 
     def render_connection(self) -> None:
-        detail, status = self.engine_detail, self.status
-        self.engine_detail = PID.sub("pid 4242", URL.sub("http://127.0.0.1:8765", detail))
-        self.status = {**status, "workspace": "/srv/evolve/workspace"}
+        model = self.model
+        detail, status = model.detail, model.status
+        model.detail = PID.sub("pid 4242", URL.sub("http://127.0.0.1:8765", detail))
+        if status is not None:
+            model.status = dataclasses.replace(status, workspace="/srv/evolve/workspace")
         try:
             super().render_connection()
         finally:
-            self.engine_detail, self.status = detail, status
+            model.detail, model.status = detail, status
 
 
 def normalise(svg: str) -> str:

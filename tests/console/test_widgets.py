@@ -22,8 +22,9 @@ from textual.widgets import Input
 
 from evolve_console.detail import DetailPane, Part
 from evolve_console.format import PREVIEW_LIMIT
+from evolve_console.keybar import KeyBar
 from evolve_console.table import MAX_ROWS, KeyedTable
-from evolve_console.widgets import KeyBar, ViewBar
+from evolve_console.viewbar import ViewBar
 
 COLUMNS = [("time", "time"), ("stage", "stage"), ("status", "status")]
 

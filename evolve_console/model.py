@@ -1,0 +1,393 @@
+"""The console's state without a screen: what the engine has told it, and what each event changes.
+
+The app feeds it the engine's answers and events, and draws the parts it reports changed. It
+imports neither Textual nor Rich, so the order of events (replays after a reconnect, numbers
+skipped, an engine restarted under the console, a reload racing live events) is tested on plain
+data (`tests/console/test_model.py`).
+"""
+
+from __future__ import annotations
+
+from collections import Counter, deque
+from collections.abc import Iterable
+from dataclasses import dataclass, field, replace
+from enum import StrEnum
+from typing import Any, Final
+
+from engine.protocol import (
+    BRIEF_RUN_FIELDS,
+    Change,
+    EngineStatus,
+    Event,
+    EventKind,
+    HeartbeatStatus,
+    HookRun,
+    PendingChange,
+    SessionInfo,
+    StageResult,
+)
+from engine.protocol.records import HeartbeatChanged, JSONDict, Notice, OpencodeChanged, ReviewRecorded
+
+HISTORY_LIMIT: Final = 500  # records each table is filled with from the journal (or git)
+MAX_ROWS: Final = 1000  # rows a live table keeps (the journal keeps everything)
+
+# What a payload that does not parse raises (a newer or older engine's shape).
+_UNPARSED = (TypeError, ValueError, KeyError, AttributeError)
+
+
+class Part(StrEnum):
+    """A piece of the console's state that is drawn, and fetched from the engine, as one."""
+
+    RUNS = "runs"  # the hook runs shown and the journal's counts
+    STAGES = "stages"  # the stage dispatches shown
+    SESSIONS = "sessions"
+    HEARTBEAT = "heartbeat"
+    CHANGES = "changes"  # the git history and the pending changes
+    STATUS = "status"  # the engine's status: opencode connections, config errors, workspace
+    COUNTS = "counts"  # the journal's counts alone
+
+
+_ROUTES: Final = {
+    Part.RUNS: "/v1/runs",
+    Part.STAGES: "/v1/dispatches",
+    Part.SESSIONS: "/v1/sessions",
+    Part.HEARTBEAT: "/v1/heartbeat",
+    Part.CHANGES: "/v1/changes",
+    Part.STATUS: "/v1/status",
+    Part.COUNTS: "/v1/runs",
+}
+
+
+def brief_run(data: JSONDict) -> HookRun:
+    """A hook run as a list shows it: the brief fields only (details are fetched when selected)."""
+    return HookRun.from_dict({"input": {}, **{k: data[k] for k in BRIEF_RUN_FIELDS if k in data}})
+
+
+@dataclass(frozen=True)
+class RunFilter:
+    """The hook runs view's filters, as last applied (enter in a field, or the failures switch)."""
+
+    stage: str | None = None
+    hook: str | None = None
+    session: str | None = None
+    failed: bool = False
+
+    def params(self) -> dict[str, Any]:
+        """The query parameters of `GET /v1/runs` that filter the same way."""
+        values: dict[str, Any] = {
+            k: v for k in ("stage", "hook", "session") if (v := getattr(self, k)) is not None
+        }
+        if self.failed:
+            values["failed"] = True
+        return values
+
+    def matches(self, run: HookRun) -> bool:
+        if self.failed and not run.error:
+            return False
+        return all(
+            getattr(run, k) == value
+            for k in ("stage", "hook", "session")
+            if (value := getattr(self, k)) is not None
+        )
+
+
+@dataclass(frozen=True)
+class ChangeEntry:
+    """A row of the self-modifications view: a commit, or a change that awaits review."""
+
+    key: str  # the commit's sha, or the pending change's id
+    subject: str
+    origin: str  # a commit's origin (agent, operator, ..., manual), or "pending"
+    time: float | None
+    files: list[str]
+    trailers: dict[str, str | None]
+    sha: str | None = None
+    review: str | None = None
+    pending_id: str | None = None
+
+    @classmethod
+    def commit(cls, change: Change) -> ChangeEntry:
+        return cls(
+            key=change.sha,
+            subject=change.subject,
+            origin=change.origin,
+            time=change.time,
+            files=list(change.files),
+            trailers=dict(change.trailers),
+            sha=change.sha,
+            review=change.review,
+        )
+
+    @classmethod
+    def pending(cls, change: PendingChange) -> ChangeEntry:
+        return cls(
+            key=change.id,
+            subject=f"{change.message} (awaits review)",
+            origin="pending",
+            time=change.created_at,
+            files=[change.file],
+            trailers={"tool": change.tool, "session": change.session, "call": change.call_id},
+            pending_id=change.id,
+        )
+
+    @property
+    def revertible(self) -> bool:
+        """A commit other than the first can be undone; a pending change is rejected instead."""
+        return self.pending_id is None and self.origin != "initial"
+
+
+@dataclass
+class Update:
+    """What applying a batch of events changed, for the app to draw or fetch."""
+
+    runs: list[HookRun] = field(default_factory=list)  # rows to add or update, oldest first
+    stages: list[StageResult] = field(default_factory=list)  # likewise
+    redraw: set[Part] = field(default_factory=set)  # parts changed in the model
+    reload: set[Part] = field(default_factory=set)  # parts the events only announce: fetch them
+    notices: list[tuple[str, Notice]] = field(default_factory=list)  # ("warning" | "error", notice)
+
+
+class ConsoleModel:
+    """Everything the console shows, as plain data, and how the engine's events and answers change it."""
+
+    def __init__(self) -> None:
+        self.connected = False
+        self.detail = "connecting…"  # the engine's address and pid, or why it does not answer
+        self.engine_pid: int | None = None
+        self.last_seq: int | None = None  # the number of the newest event received
+        self.applied_seq = 0  # and of the newest one applied
+        self.status: EngineStatus | None = None
+        self.heartbeat: HeartbeatStatus | None = None
+        self.counts: dict[str, int] = {}  # the journal's exact counts
+        self.events_seen: Counter[str] = Counter()  # events applied, by kind
+        self.run_filter = RunFilter()
+        self.runs: dict[str, HookRun] = {}  # the runs shown, oldest first, at most MAX_ROWS
+        self.dispatches: dict[str, StageResult] = {}  # likewise
+        self.sessions: dict[str, SessionInfo] = {}
+        self.changes: dict[str, ChangeEntry] = {}  # commits oldest first, then pending changes
+        self.stale: set[Part] = set()  # parts to fetch again, once connected
+        self._waiting: list[Event] = []  # received, not yet applied
+        self._live: deque[tuple[int, HookRun]] = deque(maxlen=MAX_ROWS)  # runs applied, by seq
+        self._set_at: dict[Part, int] = {}  # part -> seq of the event that last set it directly
+
+    # ---- the connection and the event stream ------------------------------------------------------
+
+    def set_connection(self, connected: bool, detail: str) -> None:
+        self.connected, self.detail = connected, detail
+
+    def apply_health(self, health: JSONDict) -> int:
+        """The engine answered `/v1/health` (a full load follows): the seq to follow events from.
+
+        A new engine process numbers its events from 1 again: what was counted for the old one no
+        longer says anything, and events of the old one still waiting no longer count."""
+        pid = health.get("pid")
+        if pid != self.engine_pid:
+            self.engine_pid, self.last_seq = pid if isinstance(pid, int) else None, None
+            self.applied_seq = 0
+            self._live.clear()
+            self._set_at.clear()
+            self._waiting = [replace(e, seq=0) for e in self._waiting]
+        if self.last_seq is None:
+            # Events from here on are replayed after the history is loaded, so a run recorded in
+            # between is in one or the other (rows are keyed: no duplicates).
+            self.last_seq = int(health.get("seq") or 0)
+        self.stale.clear()
+        return self.last_seq
+
+    def receive(self, event: Event) -> bool:
+        """An event off the stream, kept until the next batch; False when it was seen already."""
+        if event.seq and self.last_seq is not None:
+            if event.seq <= self.last_seq:
+                return False  # a replay of what this engine sent already
+            if event.seq > self.last_seq + 1:
+                self.stale.add(Part.RUNS)  # events were dropped on the way: reload from the journal
+        if event.seq:
+            self.last_seq = event.seq
+        self._waiting.append(event)
+        return True
+
+    @property
+    def waiting(self) -> int:
+        """Events received and not yet applied."""
+        return len(self._waiting)
+
+    def apply_waiting(self) -> Update:
+        events, self._waiting = self._waiting, []
+        return self.apply_events(events)
+
+    def take_reloads(self) -> set[Part]:
+        """The parts to fetch again now (none while the engine does not answer)."""
+        if not self.connected:
+            return set()
+        stale, self.stale = self.stale, set()
+        return stale
+
+    # ---- applying events ----------------------------------------------------------------------------
+
+    def apply_events(self, events: Iterable[Event]) -> Update:
+        update = Update()
+        runs: dict[str, HookRun] = {}
+        for event in events:
+            self.events_seen[event.kind] += 1
+            if event.seq:
+                self.applied_seq = event.seq
+            kind = event.known_kind
+            if kind is EventKind.HOOK_RUN:
+                # Counts come from the journal (Part.COUNTS): exact, also when the journal trims.
+                try:
+                    run = brief_run(event.data)
+                except _UNPARSED:
+                    update.reload.add(Part.RUNS)
+                    continue
+                if self.run_filter.matches(run):
+                    runs[run.id] = run
+                    self._live.append((event.seq, run))
+            elif kind is EventKind.STAGE:
+                try:
+                    update.stages.append(StageResult.from_dict(event.data))
+                except _UNPARSED:
+                    update.reload.add(Part.STAGES)
+            elif kind in (EventKind.SESSION_FROZEN, EventKind.NOTIFICATION):
+                update.reload.add(Part.SESSIONS)
+            elif kind is EventKind.OPENCODE:
+                update.reload.add(Part.SESSIONS)
+                self._apply_opencode(event, update)
+            elif kind is EventKind.COMMIT:
+                update.reload.add(Part.CHANGES)
+            elif kind is EventKind.REVIEW:
+                self._apply_review(event, update)
+            elif kind is EventKind.PENDING:
+                self._apply_pending(event, update)
+            elif kind is EventKind.HEARTBEAT:
+                self._apply_heartbeat(event, update)
+            elif kind in (EventKind.CONFIG, EventKind.HOOKS_DISCOVERED):
+                update.reload.add(Part.STATUS)
+            elif kind in (EventKind.WARNING, EventKind.ERROR):
+                try:
+                    notice = Notice.from_dict(event.data)
+                except _UNPARSED:
+                    notice = Notice(str(event.data.get("source")), str(event.data.get("message")))
+                update.notices.append((kind.value, notice))
+        if runs:
+            # Only the newest rows can be shown: a flood costs the tables no more than that.
+            update.runs = list(runs.values())[-MAX_ROWS:]
+            self.runs.update((run.id, run) for run in update.runs)
+            _trim(self.runs)
+            update.redraw.add(Part.RUNS)
+        if update.stages:
+            self.dispatches.update((d.id, d) for d in update.stages)
+            _trim(self.dispatches)
+            update.redraw.add(Part.STAGES)
+        self.stale |= update.reload
+        return update
+
+    def _apply_opencode(self, event: Event, update: Update) -> None:
+        try:
+            changed = OpencodeChanged.from_dict(event.data)
+        except _UNPARSED:
+            changed = None
+        if changed is None or self.status is None or changed.event not in ("connected", "disconnected"):
+            update.reload.add(Part.STATUS)
+            return
+        connections = [c for c in self.status.opencode if c.id != changed.connection.id]
+        if changed.event == "connected":
+            connections.append(changed.connection)
+        self.status = replace(self.status, opencode=connections)
+        self._set_at[Part.STATUS] = event.seq
+        update.redraw.add(Part.STATUS)
+
+    def _apply_review(self, event: Event, update: Update) -> None:
+        try:
+            review = ReviewRecorded.from_dict(event.data)
+        except _UNPARSED:
+            review = None
+        entry = self.changes.get(review.sha) if review is not None else None
+        if review is None or entry is None:
+            update.reload.add(Part.CHANGES)
+            return
+        self.changes[entry.key] = replace(entry, review=review.review)
+        update.redraw.add(Part.CHANGES)
+
+    def _apply_pending(self, event: Event, update: Update) -> None:
+        try:
+            pending = PendingChange.from_dict(event.data)
+        except _UNPARSED:
+            update.reload.add(Part.CHANGES)
+            return
+        if pending.status == "pending":
+            self.changes[pending.id] = ChangeEntry.pending(pending)
+        elif self.changes.pop(pending.id, None) is None:
+            return  # decided, and not shown
+        update.redraw.add(Part.CHANGES)
+
+    def _apply_heartbeat(self, event: Event, update: Update) -> None:
+        try:
+            changed = HeartbeatChanged.from_dict(event.data)
+        except _UNPARSED:
+            update.reload.add(Part.HEARTBEAT)  # a payload without the status after it
+            return
+        self.heartbeat = changed.status
+        self._set_at[Part.HEARTBEAT] = event.seq
+        update.redraw.add(Part.HEARTBEAT)
+
+    # ---- answers of the API ---------------------------------------------------------------------------
+
+    def query(self, part: Part) -> tuple[str, dict[str, Any]]:
+        """The route and query parameters that fetch `part`."""
+        if part is Part.RUNS:
+            return _ROUTES[part], {**self.run_filter.params(), "limit": HISTORY_LIMIT}
+        if part is Part.COUNTS:
+            return _ROUTES[part], {"limit": 0}
+        if part in (Part.STAGES, Part.CHANGES):
+            return _ROUTES[part], {"limit": HISTORY_LIMIT}
+        return _ROUTES[part], {}
+
+    def apply_reload(self, part: Part, data: Any, since: int | None = None) -> bool:
+        """The engine's answer for `part` (`query(part)`); False when it was older than the model.
+
+        `since`: the `applied_seq` when the request went out. Runs applied from the stream after
+        that may be newer than the answer and are kept; a heartbeat set by a newer event wins."""
+        try:
+            return self._apply_reload(part, data, since)
+        except _UNPARSED as exc:
+            raise ValueError(f"{_ROUTES[part]}: the engine's answer does not parse ({exc})") from exc
+
+    def _apply_reload(self, part: Part, data: Any, since: int | None) -> bool:
+        newer_event = since is not None and self._set_at.get(part, 0) > since
+        if part is Part.RUNS:
+            self.counts = dict(data.get("counts") or {})
+            runs = [brief_run(r) for r in reversed(data["runs"])]
+            if since is not None:
+                runs += [run for seq, run in self._live if seq > since]
+            self.runs = {run.id: run for run in runs}
+            _trim(self.runs)
+        elif part is Part.COUNTS:
+            self.counts = dict(data.get("counts") or self.counts)
+        elif part is Part.STAGES:
+            dispatches = [StageResult.from_dict(d) for d in reversed(data["dispatches"])]
+            self.dispatches = {d.id: d for d in dispatches}
+            _trim(self.dispatches)
+        elif part is Part.SESSIONS:
+            self.sessions = {s.id: s for s in (SessionInfo.from_dict(s) for s in data["sessions"])}
+        elif part is Part.CHANGES:
+            entries = [ChangeEntry.commit(Change.from_dict(c)) for c in reversed(data["changes"])]
+            for p in data.get("pending") or []:
+                if p.get("status") == "pending":
+                    entries.append(ChangeEntry.pending(PendingChange.from_dict(p)))
+            self.changes = {e.key: e for e in entries}
+        elif part is Part.HEARTBEAT:
+            if newer_event:
+                return False
+            self.heartbeat = HeartbeatStatus.from_dict(data)
+        elif part is Part.STATUS:
+            status = EngineStatus.from_dict(data)
+            if newer_event and self.status is not None:
+                status = replace(status, opencode=self.status.opencode)  # as the newer event left it
+            self.status = status
+        return True
+
+
+def _trim(rows: dict[str, Any]) -> None:
+    """Drop the oldest rows beyond MAX_ROWS (as the tables do)."""
+    for key in list(rows)[: max(len(rows) - MAX_ROWS, 0)]:
+        del rows[key]

@@ -1,0 +1,171 @@
+"""The console's dialogs: confirm a revert, see a long value in full, run a stage by hand, and the
+stage's result."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Select, Static, TextArea
+
+from .format import MORE_LIMIT, clean
+
+# The input each stage starts with in the "run a stage by hand" dialog.
+STAGE_TEMPLATES: dict[str, dict[str, Any]] = {
+    "mutate_request": {"session": {"id": "manual"}, "system": ["You are opencode."]},
+    "observe_message": {
+        "session": {"id": "manual", "agent": "build"},
+        "thinking": "",
+        "calls": [],
+        "answer": "hello",
+    },
+    "idle": {"session": {"id": "manual", "agent": "build"}, "answer": "done"},
+    "heartbeat": {"sessions": []},
+    "compacting": {"session": {"id": "manual"}},
+    "format_notification": {"notifications": ["something happened"]},
+    "recover": {"error": "exit 1", "failed_hook": "mutate_request"},
+    "tool_before": {"session": {"id": "manual"}, "tool": "read", "callID": "manual", "args": {}},
+    "tool_after": {
+        "session": {"id": "manual"},
+        "tool": "read",
+        "callID": "manual",
+        "title": "",
+        "output": "",
+    },
+}
+
+STAGES = tuple(STAGE_TEMPLATES)  # the stages an operator can run by hand, in menu order
+
+
+class ConfirmScreen(ModalScreen[bool]):
+    """Yes or no for a destructive action."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("y", "confirm", "Yes")]
+
+    def __init__(self, question: str, detail: str = "") -> None:
+        super().__init__()
+        self.question = question
+        self.detail = detail
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(self.question, id="question")
+            if self.detail:
+                yield Static(Text(self.detail), id="detail")
+            with Horizontal(id="buttons"):
+                yield Button("Yes", variant="error", id="yes")
+                yield Button("Cancel", id="no")
+
+    @on(Button.Pressed, "#yes")
+    def action_confirm(self) -> None:
+        self.dismiss(True)
+
+    @on(Button.Pressed, "#no")
+    def action_cancel(self) -> None:
+        self.dismiss(False)
+
+
+def hard_wrap(text: str, width: int = 1000) -> str:
+    """Long lines cut into pieces: a TextArea with one huge line freezes the screen."""
+    out: list[str] = []
+    for line in text.split("\n"):
+        out.extend(line[i : i + width] for i in range(0, max(len(line), 1), width))
+    return "\n".join(out)
+
+
+class MoreScreen(ModalScreen[None]):
+    """A long value in full (up to a bound), scrollable."""
+
+    BINDINGS = [Binding("escape,m", "close", "Close")]
+
+    def __init__(self, title: str, text: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.text = text
+
+    def compose(self) -> ComposeResult:
+        shown = self.text[:MORE_LIMIT]
+        rest = len(self.text) - len(shown)
+        with Vertical(id="dialog", classes="wide"):
+            label = f"{self.title_text} — {len(self.text):,} characters"
+            if rest:
+                label += f" (first {len(shown):,} shown; the whole record is in the engine's journal)"
+            yield Label(label)
+            yield TextArea(hard_wrap(clean(shown)), read_only=True, soft_wrap=False, id="more-text")
+            yield Button("Close", id="close")
+
+    @on(Button.Pressed, "#close")
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class StageScreen(ModalScreen[dict[str, Any] | None]):
+    """Run a stage by hand: pick the stage, edit its input, optionally bind a session."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+r", "run", "Run")]
+
+    def __init__(self, stage: str = "mutate_request") -> None:
+        super().__init__()
+        self.stage = stage
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="wide"):
+            yield Label("Run a stage on every hook (ctrl+r runs, escape cancels)")
+            yield Select([(s, s) for s in STAGES], value=self.stage, allow_blank=False, id="stage")
+            yield Input(placeholder="session id (optional: binds the session's history)", id="session")
+            yield TextArea(json.dumps(STAGE_TEMPLATES[self.stage], indent=2), language=None, id="context")
+            yield Static("", id="stage-error", markup=False)
+            with Horizontal(id="buttons"):
+                yield Button("Run", variant="primary", id="run")
+                yield Button("Cancel", id="cancel")
+
+    @on(Select.Changed, "#stage")
+    def stage_changed(self, event: Select.Changed) -> None:
+        self.stage = str(event.value)
+        self.query_one("#context", TextArea).text = json.dumps(STAGE_TEMPLATES.get(self.stage, {}), indent=2)
+
+    @on(Button.Pressed, "#run")
+    def action_run(self) -> None:
+        text = self.query_one("#context", TextArea).text
+        try:
+            context = json.loads(text or "{}")
+        except ValueError as exc:
+            self.query_one("#stage-error", Static).update(f"the input is not JSON: {exc}")
+            return
+        if not isinstance(context, dict):
+            self.query_one("#stage-error", Static).update("the input must be a JSON object")
+            return
+        session = self.query_one("#session", Input).value.strip() or None
+        self.dismiss({"stage": self.stage, "context": context, "session": session})
+
+    @on(Button.Pressed, "#cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class ResultScreen(ModalScreen[None]):
+    """What a stage run by hand produced: a summary line and the merged output."""
+
+    BINDINGS = [Binding("escape", "close", "Close")]
+
+    def __init__(self, title: str, text: str) -> None:
+        super().__init__()
+        self.title_text = title
+        self.text = text
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog", classes="wide"):
+            yield Label(self.title_text)
+            with VerticalScroll():
+                yield Static(Text(clean(self.text[:MORE_LIMIT])), markup=False)
+            yield Button("Close", id="close")
+
+    @on(Button.Pressed, "#close")
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,80 @@
+"""View 4, heartbeat: its state and countdown, the cleanup gauges, the last tick, fire and pause."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Button, Label, ProgressBar, Static
+
+from engine.protocol import HeartbeatStatus
+
+from ..format import as_json, clock_time, countdown, date_time, duration, short
+from ..section import Section
+
+
+class HeartbeatView(Vertical):
+    """Interval, countdown, state, the cleanup gauges, and the actions."""
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(id="heartbeat-actions"):
+            yield Button("Fire now (f)", id="hb-fire", variant="primary")
+            yield Button("Pause (p)", id="hb-pause")
+            yield Button("Resume (p)", id="hb-resume")
+        yield Static("", id="hb-summary", markup=False)
+        yield Label("heartbeats since cleanup", classes="gauge-label", id="hb-count-label")
+        yield ProgressBar(id="hb-count", show_eta=False)
+        yield Label("tokens in the heartbeat session", classes="gauge-label", id="hb-tokens-label")
+        yield ProgressBar(id="hb-tokens", show_eta=False)
+        yield Section("last tick", id="hb-last")
+
+    def show_status(self, st: HeartbeatStatus, now: float) -> None:
+        paused, running = st.paused, st.running
+        state = "running" if running else "idle"
+        if not st.enabled:
+            timer = "timer disabled (heartbeat_ms < 0): fire by hand"
+        elif paused:
+            timer = "paused"
+        elif st.next_at:
+            timer = f"next tick in {countdown(st.next_at - now)} (at {clock_time(st.next_at)} UTC)"
+        else:
+            timer = "waiting for opencode to connect"
+        model = st.model or {}
+        text = Text()
+        text.append(f"{state.upper()}", style="bold green" if running else "bold")
+        text.append(f" · {'PAUSED · ' if paused else ''}{timer}\n")
+        text.append(f"interval {countdown((st.interval_ms or 0) / 1000)} · cleanup {st.cleanup}")
+        text.append(
+            f" · model {model.get('providerID')}/{model.get('modelID')}" if model else " · model: none yet"
+        )
+        text.append(f"\nsession {st.session or '(none yet)'} · last heartbeat {st.time or 'never'}")
+        self.query_one("#hb-summary", Static).update(text)
+        self._gauge("count", st.count, st.count_threshold, "heartbeats since cleanup")
+        self._gauge("tokens", st.tokens, st.tokens_threshold, "tokens in the heartbeat session")
+        last = st.last
+        if last:
+            lines = [f"{last.trigger} tick at {date_time(last.started_at)} UTC: {last.outcome}"]
+            if last.reason:
+                lines.append(f"reason: {last.reason}")
+            if last.cleanup:
+                lines.append(f"cleanup: {as_json(last.cleanup)}")
+            if last.user:
+                lines.append(f"sent: [heartbeat] {short(last.user, 400)}")
+            lines.append(f"took {duration(last.duration_ms)}")
+            self.query_one("#hb-last", Section).show("\n".join(lines))
+        else:
+            self.query_one("#hb-last", Section).show("", empty="(no tick yet)")
+        self.query_one("#hb-pause", Button).display = not paused
+        self.query_one("#hb-resume", Button).display = bool(paused)
+
+    def _gauge(self, name: str, value: int | None, threshold: int | None, label: str) -> None:
+        bar = self.query_one(f"#hb-{name}", ProgressBar)
+        shown = "?" if value is None else f"{value:,}"
+        if threshold:
+            bar.update(total=threshold, progress=min(value or 0, threshold))
+            bar.display = True
+            text = f"{label}: {shown} of {threshold:,} (cleanup at the threshold)"
+        else:
+            bar.display = False  # no gauge without a threshold (and no animation)
+            text = f"{label}: {shown} (no threshold set)"
+        self.query_one(f"#hb-{name}-label", Label).update(text)

@@ -1,0 +1,67 @@
+"""View 2, stage results: each stage dispatch, which hooks ran, the merged output, recover."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+
+from engine.protocol import StageResult
+
+from ..detail import DetailPane, Part
+from ..format import as_json, clock_time, duration, short
+from ..line import Line
+from ..table import KeyedTable
+
+
+class StagesView(Vertical):
+    """Each stage dispatch: which hooks ran, the merged output, whether recover stepped in."""
+
+    def compose(self) -> ComposeResult:
+        with Horizontal(classes="split"):
+            yield KeyedTable(
+                [
+                    ("time", "time"),
+                    ("stage", "stage"),
+                    ("session", "session"),
+                    ("hooks", "hooks"),
+                    ("failed", "failed"),
+                    ("recover", "recover"),
+                    ("duration", "duration"),
+                ],
+                id="stages-table",
+            )
+            yield DetailPane("select a stage result", id="stage-detail", classes="detail")
+        yield Line(id="stages-status", classes="status-line")
+
+    @staticmethod
+    def row(d: StageResult) -> tuple[str, list[Any]]:
+        failed = d.failed or []
+        return str(d.id), [
+            clock_time(d.started_at),
+            d.stage or "",
+            short(d.session, 24),
+            str(len(d.hooks or [])),
+            Text(", ".join(failed), style="red") if failed else "",
+            Text("recovered", style="yellow") if d.recovered else "",
+            duration(d.duration_ms),
+        ]
+
+    def show_dispatch(self, d: StageResult) -> None:
+        head = Text()
+        head.append(f"{d.stage}", style="bold")
+        head.append(f" · session {d.session or '-'} · {duration(d.duration_ms)}\n")
+        head.append("hooks: " + (", ".join(d.hooks or []) or "none"))
+        if d.failed:
+            head.append("\nfailed: " + ", ".join(d.failed), style="red")
+        if d.recovered:
+            head.append("\nrecover stepped in: its output is merged below", style="yellow")
+        self.query_one(DetailPane).show(
+            head,
+            [
+                Part("merged", "merged output", as_json(d.merged)),
+                Part("context", "input context", as_json(d.context)),
+            ],
+        )

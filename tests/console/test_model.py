@@ -1,0 +1,416 @@
+"""The console's model on plain data: no engine process, no Textual.
+
+Events are fed as the event stream delivers them (numbered, replayed after a reconnect, with numbers
+skipped, from an engine restarted under the console) and answers of the API as the engine gives them;
+the assertions are on the state the console would draw. Payloads have the shapes of
+`engine.protocol.events.PAYLOADS`.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from engine.protocol import (
+    BRIEF_RUN_FIELDS,
+    Change,
+    ConnectionInfo,
+    EngineStatus,
+    Event,
+    EventKind,
+    HeartbeatStatus,
+    HookRun,
+    PendingChange,
+    StageResult,
+    TickResult,
+)
+from engine.protocol.records import HeartbeatChanged, JSONDict, OpencodeChanged, ReviewRecorded
+from evolve_console.model import HISTORY_LIMIT, MAX_ROWS, ConsoleModel, Part, RunFilter
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+# ---- building events and answers ---------------------------------------------------------------------
+
+
+def run_data(n: int, **fields: Any) -> JSONDict:
+    """A hook run as `?brief=1` sends it."""
+    run = HookRun(
+        id=f"run_{n:05d}", stage="idle", hook="notes.py", started_at=1000.0 + n, input={}, duration_ms=4.0
+    )
+    data = {k: v for k, v in run.to_dict().items() if k in BRIEF_RUN_FIELDS}
+    return {**data, **fields}
+
+
+def event(seq: int, kind: EventKind | str, data: JSONDict) -> Event:
+    return Event(str(kind), data, seq, at=2000.0 + seq)
+
+
+def hook_run(seq: int, n: int | None = None, **fields: Any) -> Event:
+    return event(seq, EventKind.HOOK_RUN, run_data(seq if n is None else n, **fields))
+
+
+def heartbeat_status(**fields: Any) -> HeartbeatStatus:
+    status = HeartbeatStatus(
+        enabled=True,
+        interval_ms=900_000,
+        connected=True,
+        paused=False,
+        running=False,
+        next_at=5000.0,
+        next_in_s=60.0,
+        count=0,
+        count_threshold=10,
+        tokens=None,
+        tokens_threshold=None,
+        cleanup="compact",
+        session=None,
+        time=None,
+        model=None,
+    )
+    return replace(status, **fields)
+
+
+def engine_status(**fields: Any) -> EngineStatus:
+    status = EngineStatus(
+        workspace="/ws",
+        pid=10,
+        config={},
+        config_errors=[],
+        config_warnings=[],
+        hooks=[],
+        skipped=[],
+        opencode=[],
+        sessions=0,
+        journal=None,
+        model=None,
+        busy=False,
+        heartbeat=heartbeat_status(),
+    )
+    return replace(status, **fields)
+
+
+def connection(conn_id: str, mode: str = "server") -> ConnectionInfo:
+    return ConnectionInfo(id=conn_id, url="http://127.0.0.1:4096", directory="/p", mode=mode)
+
+
+def pending(pending_id: str, status: str = "pending") -> PendingChange:
+    change = PendingChange(
+        id=pending_id,
+        file="prompts/chat.md",
+        base_sha256="0" * 64,
+        message="edit prompt chat.md",
+        tool="evolve_prompt_edit",
+        session="ses_a",
+        call_id="call_1",
+        hook=None,
+        created_at=3000.0,
+        content="the new prompt",
+        status=status,
+    )
+    return change.summary()  # as events and listings carry it: without its content
+
+
+def commit(sha: str, at: int, origin: str = "operator", review: str | None = None) -> JSONDict:
+    return Change(
+        sha=sha,
+        time=at,
+        message=f"change {sha}",
+        subject=f"change {sha}",
+        trailers={"origin": origin},
+        files=["prompts/chat.md"],
+        origin=origin,
+        review=review,
+    ).to_dict()
+
+
+def connected_model(pid: int = 10, seq: int = 0) -> ConsoleModel:
+    """A model whose engine answered its health check, with nothing loaded yet."""
+    model = ConsoleModel()
+    assert model.apply_health({"ok": True, "pid": pid, "seq": seq}) == seq
+    model.set_connection(True, f"http://127.0.0.1:1 · pid {pid}")
+    return model
+
+
+def feed(model: ConsoleModel, *events: Event) -> None:
+    for e in events:
+        model.receive(e)
+
+
+# ---- the order of events ----------------------------------------------------------------------------
+
+
+def test_runs_are_applied_in_order_and_counted_by_kind() -> None:
+    model = connected_model()
+    feed(model, hook_run(1), hook_run(2), event(3, EventKind.HOOK_RUN_STARTED, {}), hook_run(4))
+    assert model.waiting == 4 and model.last_seq == 4
+    assert model.runs == {} and model.applied_seq == 0, "received is not applied"
+    update = model.apply_waiting()
+    assert [r.id for r in update.runs] == ["run_00001", "run_00002", "run_00004"]
+    assert list(model.runs) == ["run_00001", "run_00002", "run_00004"]
+    assert model.runs["run_00004"].input == {} and model.runs["run_00004"].duration_ms == 4.0
+    assert model.events_seen == {"hook_run": 3, "hook_run_started": 1}
+    assert model.applied_seq == 4 and model.waiting == 0
+    assert update.redraw == {Part.RUNS} and update.reload == set()
+
+
+def test_a_replayed_event_is_dropped_and_does_not_move_the_seq_back() -> None:
+    model = connected_model()
+    feed(model, hook_run(1), hook_run(2), hook_run(3))
+    assert model.receive(hook_run(2)) is False, "seq 2 was received already"
+    assert model.last_seq == 3, "an older number must not make the next event look like a gap"
+    assert model.receive(hook_run(4)) is True
+    assert model.stale == set()
+    model.apply_waiting()
+    assert model.events_seen["hook_run"] == 4 and len(model.runs) == 4
+
+
+def test_a_skipped_seq_reloads_the_runs_once_connected() -> None:
+    model = connected_model()
+    model.set_connection(False, "the engine does not answer; retrying")
+    feed(model, hook_run(1), hook_run(2), hook_run(5))  # 3 and 4 were lost on the way
+    assert model.stale == {Part.RUNS}
+    assert model.take_reloads() == set(), "nothing is fetched while the engine does not answer"
+    model.set_connection(True, "back")
+    assert model.take_reloads() == {Part.RUNS}
+    assert model.take_reloads() == set(), "asked once"
+    assert model.last_seq == 5
+
+
+def test_engine_restart_numbers_from_one_again() -> None:
+    model = connected_model(pid=10)
+    feed(model, *(hook_run(seq) for seq in range(1, 41)))
+    model.apply_waiting()
+    feed(model, *(hook_run(seq) for seq in range(41, 51)))  # received, not yet applied: then a crash
+    assert model.applied_seq == 40 and model.last_seq == 50
+
+    since = model.apply_health({"ok": True, "pid": 11, "seq": 3})
+    assert since == 3, "follow the new engine from its own numbers"
+    assert model.engine_pid == 11 and model.last_seq == 3 and model.applied_seq == 0
+    feed(model, hook_run(4, n=9004), hook_run(5, n=9005))
+    assert model.stale == set(), "4 follows 3: nothing was dropped"
+    update = model.apply_waiting()
+    assert model.applied_seq == 5, "the old engine's events still waiting no longer count"
+    assert len(update.runs) == 12, "they are still shown"
+    # A reload answered without any run: only the new engine's live runs are newer than it.
+    model.apply_reload(Part.RUNS, {"runs": [], "counts": {"runs": 0}}, since=0)
+    assert list(model.runs) == ["run_09004", "run_09005"]
+
+    assert model.apply_health({"ok": True, "pid": 11, "seq": 99}) == 5, "the same engine: go on from 5"
+
+
+def test_a_reload_racing_live_runs_keeps_the_newer_ones() -> None:
+    model = connected_model()
+    feed(model, hook_run(1), hook_run(2), hook_run(3))
+    model.apply_waiting()
+    since = model.applied_seq  # the reload's request goes out now
+    feed(model, hook_run(4), hook_run(5))
+    model.apply_waiting()  # two runs applied while the request is out
+    # The journal had run 4 when it answered, not run 5; newest first, as the engine sends them.
+    answer = {"runs": [run_data(n) for n in (4, 3, 2, 1)], "counts": {"runs": 4, "failed_runs": 0}}
+    assert model.apply_reload(Part.RUNS, answer, since=since)
+    assert list(model.runs) == [f"run_{n:05d}" for n in (1, 2, 3, 4, 5)]
+    assert model.counts == {"runs": 4, "failed_runs": 0}
+    # An answer as new as everything applied replaces the rows.
+    model.apply_reload(Part.RUNS, {"runs": [run_data(9)], "counts": {}}, since=None)
+    assert list(model.runs) == ["run_00009"] and model.counts == {}
+
+
+def test_a_flood_keeps_only_the_newest_rows() -> None:
+    model = connected_model()
+    flood = 5 * MAX_ROWS
+    feed(model, *(hook_run(seq) for seq in range(1, flood + 1)))
+    update = model.apply_waiting()
+    assert len(update.runs) == MAX_ROWS, "the table is given no more rows than it can keep"
+    assert update.runs[0].id == f"run_{flood - MAX_ROWS + 1:05d}" and update.runs[-1].id == f"run_{flood:05d}"
+    assert list(model.runs) == [r.id for r in update.runs]
+    assert model.events_seen["hook_run"] == flood and model.applied_seq == flood
+    feed(model, hook_run(flood + 1), hook_run(flood + 2))
+    model.apply_waiting()
+    assert len(model.runs) == MAX_ROWS
+    assert next(iter(model.runs)) == f"run_{flood - MAX_ROWS + 3:05d}", "the oldest rows go first"
+    # Stage results are kept to the rows shown in the same way.
+    stages = [
+        event(flood + 2 + i, EventKind.STAGE, StageResult(f"dsp_{i:05d}", "idle", 1.0, {}).to_dict())
+        for i in range(1, MAX_ROWS + 11)
+    ]
+    update = model.apply_events(stages)
+    assert len(update.stages) == MAX_ROWS + 10 and len(model.dispatches) == MAX_ROWS
+    assert next(iter(model.dispatches)) == "dsp_00011"
+
+
+def test_the_filter_applies_to_live_runs_and_to_the_query() -> None:
+    model = connected_model()
+    model.run_filter = RunFilter(stage="idle", failed=True)
+    assert model.query(Part.RUNS) == ("/v1/runs", {"stage": "idle", "failed": True, "limit": HISTORY_LIMIT})
+    feed(
+        model,
+        hook_run(1),
+        hook_run(2, error="exit 1"),
+        hook_run(3, stage="heartbeat", error="exit 1"),
+    )
+    update = model.apply_waiting()
+    assert [r.id for r in update.runs] == ["run_00002"]
+    assert model.events_seen["hook_run"] == 3, "every run counts as received live"
+    assert model.query(Part.COUNTS) == ("/v1/runs", {"limit": 0})
+
+
+# ---- payloads applied directly, or announcing a reload ----------------------------------------------
+
+
+def test_a_heartbeat_event_carries_the_status_after_it() -> None:
+    model = connected_model()
+    model.apply_reload(Part.HEARTBEAT, heartbeat_status().to_dict())
+    tick = TickResult(trigger="manual", started_at=4000.0, outcome="skipped", reason="opencode unreachable")
+    changed = HeartbeatChanged("tick", heartbeat_status(count=1, last=tick), tick=tick, trigger="manual")
+    update = model.apply_events([event(1, EventKind.HEARTBEAT, changed.to_dict())])
+    assert update.redraw == {Part.HEARTBEAT} and update.reload == set(), "no request to the engine"
+    assert model.heartbeat is not None and model.heartbeat.count == 1
+    assert model.heartbeat.last is not None and model.heartbeat.last.reason == "opencode unreachable"
+
+
+def test_a_heartbeat_event_without_the_status_asks_for_a_reload() -> None:
+    model = connected_model()
+    model.apply_reload(Part.HEARTBEAT, heartbeat_status().to_dict())
+    old_shape = {"event": "paused", **heartbeat_status(paused=True).to_dict()}
+    update = model.apply_events([event(1, EventKind.HEARTBEAT, old_shape)])
+    assert update.reload == {Part.HEARTBEAT} and update.redraw == set()
+    assert model.heartbeat is not None and not model.heartbeat.paused, "nothing guessed from it"
+    assert model.take_reloads() == {Part.HEARTBEAT}
+
+
+def test_a_heartbeat_answer_older_than_an_applied_event_is_ignored() -> None:
+    model = connected_model()
+    feed(model, hook_run(1))
+    model.apply_waiting()
+    since = model.applied_seq  # GET /v1/heartbeat goes out
+    paused = HeartbeatChanged("paused", heartbeat_status(paused=True)).to_dict()
+    model.apply_events([event(2, EventKind.HEARTBEAT, paused)])  # the pause arrives first
+    assert not model.apply_reload(Part.HEARTBEAT, heartbeat_status().to_dict(), since=since)
+    assert model.heartbeat is not None and model.heartbeat.paused
+    assert model.apply_reload(Part.HEARTBEAT, heartbeat_status().to_dict(), since=2), "a newer answer wins"
+    assert not model.heartbeat.paused
+
+
+def test_opencode_connections_come_and_go_in_the_status() -> None:
+    model = connected_model()
+    model.apply_reload(Part.STATUS, engine_status().to_dict())
+    came = OpencodeChanged("connected", connection("oc_1")).to_dict()
+    update = model.apply_events([event(1, EventKind.OPENCODE, came)])
+    assert update.redraw == {Part.STATUS} and update.reload == {Part.SESSIONS}
+    assert model.status is not None and [c.id for c in model.status.opencode] == ["oc_1"]
+
+    # A status requested before that event, answered after it: its config errors are news, its
+    # connections are not.
+    answer = engine_status(config_errors=["config/evolve.jsonc: bad"]).to_dict()
+    assert model.apply_reload(Part.STATUS, answer, since=0)
+    assert model.status.config_errors == ["config/evolve.jsonc: bad"]
+    assert [c.id for c in model.status.opencode] == ["oc_1"]
+
+    went = OpencodeChanged("disconnected", connection("oc_1"), reason="closed").to_dict()
+    model.apply_events([event(2, EventKind.OPENCODE, went)])
+    assert model.status.opencode == []
+    old_shape = {"event": "connected", **connection("oc_2").to_dict()}
+    update = model.apply_events([event(3, EventKind.OPENCODE, old_shape)])
+    assert update.reload == {Part.STATUS, Part.SESSIONS} and model.status.opencode == []
+
+
+def test_changes_list_commits_oldest_first_then_what_awaits_review() -> None:
+    model = connected_model()
+    answer = {
+        "changes": [commit("c3", 300, "agent"), commit("c2", 200), commit("c1", 100, "initial")],
+        "pending": [pending("chg_a").to_dict(), pending("chg_b", status="rejected").to_dict()],
+    }
+    assert model.query(Part.CHANGES) == ("/v1/changes", {"limit": HISTORY_LIMIT})
+    model.apply_reload(Part.CHANGES, answer)
+    assert list(model.changes) == ["c1", "c2", "c3", "chg_a"], "decided pending changes are not shown"
+    first, waiting = model.changes["c1"], model.changes["chg_a"]
+    assert not first.revertible and model.changes["c2"].revertible
+    assert waiting.origin == "pending" and waiting.pending_id == "chg_a" and not waiting.revertible
+    assert waiting.subject == "edit prompt chat.md (awaits review)"
+    assert waiting.files == ["prompts/chat.md"] and waiting.time == 3000.0
+    assert waiting.trailers == {"tool": "evolve_prompt_edit", "session": "ses_a", "call": "call_1"}
+
+
+def test_pending_changes_and_reviews_are_applied_without_a_reload() -> None:
+    model = connected_model()
+    model.apply_reload(Part.CHANGES, {"changes": [commit("c1", 100)], "pending": []})
+    update = model.apply_events([event(1, EventKind.PENDING, pending("chg_a").to_dict())])
+    assert update.redraw == {Part.CHANGES} and update.reload == set()
+    assert list(model.changes) == ["c1", "chg_a"]
+    update = model.apply_events([event(2, EventKind.PENDING, pending("chg_a", status="rejected").to_dict())])
+    assert update.redraw == {Part.CHANGES} and list(model.changes) == ["c1"]
+
+    review = ReviewRecorded("c1", "approved by operator at 2026-01-01T00:00:00Z").to_dict()
+    update = model.apply_events([event(3, EventKind.REVIEW, review)])
+    assert update.redraw == {Part.CHANGES} and update.reload == set()
+    assert model.changes["c1"].review == "approved by operator at 2026-01-01T00:00:00Z"
+
+    unknown = ReviewRecorded("c9", "approved").to_dict()  # a commit not loaded yet
+    assert model.apply_events([event(4, EventKind.REVIEW, unknown)]).reload == {Part.CHANGES}
+    assert model.apply_events([event(5, EventKind.COMMIT, {"sha": "c2", "message": "m"})]).reload == {
+        Part.CHANGES
+    }
+
+
+def test_other_events_announce_reloads_and_notices() -> None:
+    model = connected_model()
+    update = model.apply_events(
+        [
+            event(1, EventKind.SESSION_FROZEN, {"session": "ses_a", "system": ["x"]}),
+            event(2, EventKind.CONFIG, {"config": {}, "errors": []}),
+            event(3, EventKind.WARNING, {"source": "config", "message": "unknown key"}),
+            event(4, EventKind.ERROR, {"source": "revert", "message": "conflict"}),
+            event(5, "from_a_newer_engine", {"x": 1}),
+            event(6, EventKind.HOOK_RUN, {"stage": "idle"}),  # a run without an id does not parse
+        ]
+    )
+    assert update.reload == {Part.SESSIONS, Part.STATUS, Part.RUNS}
+    assert [(kind, n.source, n.message) for kind, n in update.notices] == [
+        ("warning", "config", "unknown key"),
+        ("error", "revert", "conflict"),
+    ]
+    assert model.events_seen["from_a_newer_engine"] == 1 and model.runs == {}
+    assert model.stale == {Part.SESSIONS, Part.STATUS, Part.RUNS}
+
+
+def test_a_new_health_check_starts_with_nothing_stale() -> None:
+    model = connected_model()
+    feed(model, hook_run(1), hook_run(3))
+    assert model.stale == {Part.RUNS}
+    model.apply_health({"ok": True, "pid": 10, "seq": 3})  # reconnected: everything is loaded anew
+    assert model.take_reloads() == set()
+
+
+# ---- the console's boundaries -----------------------------------------------------------------------
+
+
+def test_the_model_imports_neither_textual_nor_rich() -> None:
+    code = (
+        "import sys, evolve_console.model\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich'))\n"
+        "assert not bad, bad\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_the_console_imports_nothing_of_the_engine_but_its_protocol() -> None:
+    found = []
+    for path in sorted((REPO / "evolve_console").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                names = [node.module]
+            found += [
+                f"{path.relative_to(REPO)}: {name}"
+                for name in names
+                if name.split(".")[0] == "engine" and name.split(".")[:2] != ["engine", "protocol"]
+            ]
+    assert found == []
