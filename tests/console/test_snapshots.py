@@ -37,9 +37,8 @@ from textual.pilot import Pilot
 from textual.widgets import Input, TextArea
 
 import evolve_console.app
-from engine.changes import Pending
 from engine.journal import Journal
-from engine.records import HookRun, StageResult
+from engine.protocol.records import HookRun, PendingChange, StageResult
 from evolve_console.app import EvolveConsole
 from evolve_console.client import Target
 from evolve_console.detail import DetailPane
@@ -402,7 +401,7 @@ def build_state(ws: Path) -> None:
     }
     (ws / "state" / "evolve.json").write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
     preamble = (ws / "prompts" / "preamble.md").read_bytes()
-    pending = Pending(
+    pending = PendingChange(
         id="chg_0001",
         file="prompts/preamble.md",
         content=PROMPTS["preamble.md"] + "Keep every answer under five lines.\n",
