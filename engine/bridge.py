@@ -10,12 +10,11 @@ from collections.abc import Callable, Coroutine
 from typing import Any
 
 from .background import Background
-from .bus import EventBus
 from .config import Config
 from .followups import Followups
 from .models import ModelMemory
 from .protocol.opencode import OWN_AGENTS, own_call_kind
-from .protocol.records import SessionFrozen, StageResult
+from .protocol.records import StageResult
 from .sessions import SessionStore
 
 Dispatch = Callable[..., Coroutine[Any, Any, StageResult]]
@@ -46,7 +45,6 @@ class Bridge:
         background: Background,
         compaction_prompt: Callable[[], str],
         heartbeat_session: Callable[[], str | None],
-        bus: EventBus,
     ) -> None:
         self._dispatch = dispatch
         self._sessions = sessions
@@ -56,8 +54,12 @@ class Bridge:
         self._background = background
         self._compaction_prompt = compaction_prompt
         self._heartbeat_session = heartbeat_session
-        self._bus = bus
         self._observed: set[str] = set()  # assistant message ids already handled
+
+    def seen(self, session: str | None, connection: str | None) -> None:
+        """A request about `session` came through the opencode connection `connection`."""
+        if session and connection:
+            self._sessions.update(session, connection=connection)
 
     def take_history(self, session: str | None, history: list[dict[str, Any]] | None) -> None:
         if session and history is not None:
@@ -91,13 +93,23 @@ class Bridge:
         proposed = result.merged.get("system")
         if isinstance(proposed, list) and proposed and all(isinstance(s, str) for s in proposed):
             self._sessions.freeze(session, proposed)
-            self._bus.publish(SessionFrozen(session, proposed))
             return proposed
         return None
 
-    def chat_message(self, session: str | None, agent: str | None, model: dict[str, str] | None) -> None:
+    def chat_message(
+        self, session: str | None, agent: str | None, model: dict[str, str] | None, synthetic: bool = False
+    ) -> None:
+        """A user message: the session's agent and model, and the last chat model. A synthetic one
+        (a notification, a heartbeat prompt) says nothing about the chat: its agent is evolve's."""
+        if synthetic:
+            if session:
+                self._sessions.get(session)
+            return
         if session:
-            self._sessions.note(session, agent=agent, model=model)
+            fields: dict[str, Any] = {"agent": agent} if agent else {}
+            if model:
+                fields["model"] = model
+            self._sessions.update(session, **fields)
         if model and model.get("providerID") and model.get("modelID"):
             self._models.note(model)
 
@@ -133,13 +145,16 @@ class Bridge:
         message_id = str(message.get("id") or "")
         if message_id and message_id in self._observed:
             return None
-        if message.get("summary") or message.get("agent") in OWN_AGENTS:
-            return None  # opencode's own summary or title, not the agent's answer
         if message_id:
             self._observed.add(message_id)
+        self._count_tokens(session, message)
+        if message.get("summary") or message.get("agent") in OWN_AGENTS:
+            return None  # opencode's own summary or title, not the agent's answer
         agent = message.get("agent") or self._sessions.get(session).agent
         if agent in OWN_AGENTS:
             agent = None
+        if agent:
+            self._sessions.update(session, agent=agent)
         thinking, calls, answer = response_context(parts)
         observed = await self._dispatch(
             "observe_message",
@@ -166,24 +181,36 @@ class Bridge:
             }
         return None
 
-    def event(self, event: dict[str, Any]) -> None:
+    def _count_tokens(self, session: str, message: dict[str, Any]) -> None:
+        """The session's tokens since its last compaction, as opencode counts them: a summary starts
+        the count again."""
+        tokens = message.get("tokens")
+        if not isinstance(tokens, dict):
+            return
+        used = int(tokens.get("input") or 0) + int(tokens.get("output") or 0)
+        before = 0 if message.get("summary") else (self._sessions.get(session).tokens or 0)
+        self._sessions.update(session, tokens=before + used)
+
+    def event(self, event: dict[str, Any], connection: str | None = None) -> None:
         """opencode's session events: titles, busy state, deletions."""
         kind = event.get("type")
         props = event.get("properties") or {}
         if kind in ("session.created", "session.updated"):
             info = props.get("info") or {}
             if info.get("id"):
-                session = self._sessions.get(info["id"])
-                if info.get("title"):
-                    session.title = info["title"]
+                fields: dict[str, Any] = {"title": info["title"]} if info.get("title") else {}
+                if connection:
+                    fields["connection"] = connection
+                self._sessions.update(info["id"], **fields)
         elif kind == "session.deleted":
             info = props.get("info") or {}
             self._sessions.forget(info.get("id"))
         elif kind == "session.status":
             sid = props.get("sessionID")
             if sid:
-                self._sessions.get(sid).busy = (props.get("status") or {}).get("type") not in (None, "idle")
+                busy = (props.get("status") or {}).get("type") not in (None, "idle")
+                self._sessions.update(sid, busy=busy)
         elif kind == "session.idle":
             sid = props.get("sessionID")
             if sid:
-                self._sessions.get(sid).busy = False
+                self._sessions.update(sid, busy=False)

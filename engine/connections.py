@@ -3,6 +3,8 @@ into opencode through them (notifications, actions, the heartbeat's sessions).""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -14,11 +16,46 @@ from .protocol.records import ConnectionInfo, OpencodeChanged, new_id
 log = logging.getLogger("evolve.connections")
 _T = TypeVar("_T")
 
+LIVENESS_S = 2.0  # how often each connection is asked whether opencode is still there
+MISSES_REFUSED = 2  # checks in a row that found nothing listening, before the connection is dropped
+MISSES_SILENT = 3  # checks in a row without an answer in time, before it is dropped
+
 
 class Connections:
-    def __init__(self, bus: EventBus) -> None:
+    """`on_count` is told the number of connections whenever it changes."""
+
+    def __init__(self, bus: EventBus, on_count: Callable[[int], None] = lambda n: None) -> None:
         self._bus = bus
+        self._on_count = on_count
         self.clients: dict[str, OpencodeClient] = {}
+        self._misses: dict[str, int] = {}
+        self._watching: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        """Check every connection every few seconds: an opencode killed without a goodbye (a crash,
+        kill -9) is noticed within seconds, not at the next heartbeat."""
+        if self._watching is None:
+            self._watching = asyncio.create_task(self._watch())
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(LIVENESS_S)
+            await asyncio.gather(*(self._check(c) for c in list(self.clients.values())))
+
+    async def _check(self, client: OpencodeClient) -> None:
+        conn_id = client.conn.id
+        try:
+            await client.health(timeout=LIVENESS_S)
+        except OpencodeUnreachable as exc:
+            misses = self._misses.get(conn_id, 0) + 1
+            self._misses[conn_id] = misses
+            if misses >= (MISSES_REFUSED if exc.refused else MISSES_SILENT):
+                log.info("opencode connection %s stopped answering: %s", conn_id, exc)
+                await self.disconnect(conn_id, f"opencode stopped answering ({exc})")
+        except Exception:  # an answer, even an error, means it is there
+            self._misses.pop(conn_id, None)
+        else:
+            self._misses.pop(conn_id, None)
 
     def connect(
         self, url: str, directory: str, token: str | None, mode: str, shim_version: str | None
@@ -28,13 +65,16 @@ class Connections:
         )
         self.clients[conn.id] = OpencodeClient(conn)
         self._bus.publish(OpencodeChanged("connected", conn.info()))
+        self._on_count(len(self.clients))
         return conn
 
     async def disconnect(self, conn_id: str, reason: str | None = None) -> None:
         client = self.clients.pop(conn_id, None)
+        self._misses.pop(conn_id, None)
         if client is not None:
             await client.close()
             self._bus.publish(OpencodeChanged("disconnected", client.conn.info(), reason))
+            self._on_count(len(self.clients))
 
     def infos(self) -> list[ConnectionInfo]:
         return [c.conn.info() for c in self.clients.values()]
@@ -67,6 +107,10 @@ class Connections:
         await self.call("notification", lambda c: c.prompt(session, text, agent=agent, no_reply=True))
 
     async def close(self) -> None:
+        if self._watching is not None:
+            self._watching.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._watching
         for conn_id in list(self.clients):
             await self.disconnect(conn_id, "the engine stopped")
 

@@ -150,6 +150,14 @@ class Heartbeat:
             self._connected = True
             self._connected_at = self.clock.now()
             self._schedule_from(self._connected_at)
+            self._publish("connected")
+
+    def disconnected(self) -> None:
+        """No opencode is reachable any more: no tick until one connects again."""
+        if self._connected:
+            self._connected = False
+            self._schedule_from(self.clock.now())
+            self._publish("disconnected")
 
     def reschedule(self) -> None:
         """The config changed: the next tick is `heartbeat_ms` (the new value) after the last tick
@@ -290,6 +298,7 @@ class Heartbeat:
                 result.outcome, result.reason = "failed", f"prompt failed, session dropped: {exc}"
                 return
             count += 1
+            await self._measure_tokens(session, result)
             self._state_file.update(
                 {
                     "heartbeat_count": count,
@@ -312,6 +321,14 @@ class Heartbeat:
         if isinstance(user, str) and user:
             return user
         return self._prompt().strip() or None
+
+    async def _measure_tokens(self, session: str, result: TickResult) -> None:
+        """The session's token total after this tick's turn (the gauge shows what the next tick
+        will compare with its threshold)."""
+        try:
+            self.tokens = result.tokens = await self.opencode.session_tokens(session)
+        except Exception as exc:
+            log.info("heartbeat: cannot read the token total of %s: %s", session, exc)
 
     async def _busy(self) -> set[str]:
         try:

@@ -3,11 +3,12 @@ each other session the engine knows receives the message as a user message that 
 
 from __future__ import annotations
 
+import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from .bus import EventBus
-from .protocol.records import NotificationSent, StageResult
+from .protocol.records import Delivered, NotificationSent, StageResult
 from .sessions import SessionStore
 
 Dispatch = Callable[..., Coroutine[Any, Any, StageResult]]
@@ -36,18 +37,29 @@ class Notifier:
         self._bus = bus
         self._warn = warn
 
-    async def notify(self, source: str | None, notifications: list[str]) -> str | None:
-        """Format `notifications` with format_notification and deliver the message to every known
-        session other than `source`. Returns the formatted message, if any."""
+    async def notify(
+        self,
+        source: str | None,
+        notifications: list[str],
+        to: list[str] | None = None,
+        change: str | None = None,
+    ) -> str | None:
+        """Format `notifications` with format_notification and deliver the message to the sessions
+        `to` (by default every known session other than `source`). `change` is the commit or pending
+        change the notification is about. Returns the formatted message, if any."""
         if not notifications:
             return None
         result = await self._dispatch("format_notification", {"notifications": notifications})
         message: Any = result.merged.get("message")
         if not isinstance(message, str) or not message:
             return None
-        recipients = [s.id for s in self._sessions.known() if s.id != source]
+        if to is None:
+            recipients = [s.id for s in self._sessions.known() if s.id != source]
+        else:
+            recipients = [sid for sid in to if self._sessions.find(sid) is not None]
+        now = time.time()
         for sid in recipients:
-            self._sessions.get(sid).notifications.append(message)
+            self._sessions.notified(sid, Delivered(message, now, source, change))
         self._bus.publish(NotificationSent(source, message, recipients))
         if self.deliver is not None:
             for sid in recipients:

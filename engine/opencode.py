@@ -22,7 +22,12 @@ class OpencodeError(RuntimeError):
 
 
 class OpencodeUnreachable(OpencodeError):
-    """opencode did not answer at all: the connection is presumed gone."""
+    """opencode did not answer at all: the connection is presumed gone. `refused`: nothing listens
+    there any more (as opposed to an answer that did not come in time)."""
+
+    def __init__(self, message: str, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused
 
 
 class NoOpencode(OpencodeUnreachable):
@@ -86,7 +91,8 @@ class OpencodeClient:
         except httpx.TransportError as exc:
             self.conn.last_error = f"{type(exc).__name__}: {exc}"
             raise OpencodeUnreachable(
-                f"opencode unreachable at {self.conn.url}: {self.conn.last_error}"
+                f"opencode unreachable at {self.conn.url}: {self.conn.last_error}",
+                refused=isinstance(exc, httpx.ConnectError),
             ) from exc
         except httpx.HTTPError as exc:  # reached, but the answer was unusable: the connection stays
             raise OpencodeError(f"opencode {method} {path}: bad answer: {type(exc).__name__}: {exc}") from exc
@@ -99,6 +105,10 @@ class OpencodeClient:
         if resp.status_code == 204 or not resp.content:
             return None
         return resp.json()
+
+    async def health(self, timeout: float) -> None:
+        """Whether opencode answers at all (its health route)."""
+        await self._request("GET", "/global/health", timeout=timeout)
 
     async def create_session(self, title: str | None = None) -> dict[str, Any]:
         body = {"title": title} if title else {}

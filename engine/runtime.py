@@ -66,7 +66,7 @@ class Engine:
             GitStore(root), WorkspaceLock(ws.state_dir / "write.lock"), bus, self.activity, self.warn
         )
         self.git = self.commits.git
-        self.sessions = SessionStore(self.journal)
+        self.sessions = SessionStore(self.journal, bus.publish)
         self.runner = HookRunner(root, self.current_config, self.env, self.journal, bus)
         self.registry = HookRegistry(ws.hooks_dir, self.runner.run, bus, self.warn)
         self.stages = Stages(
@@ -79,7 +79,7 @@ class Engine:
             bus,
             self.activity,
         )
-        self.connections = Connections(bus)
+        self.connections = Connections(bus, self._opencode_count)
         self.models = ModelMemory(self.current_config, self.state)
         self.notifier = Notifier(
             self.stages.dispatch,
@@ -115,7 +115,6 @@ class Engine:
             self.background,
             lambda: ws.read_prompt("compaction"),
             lambda: self.state.read().get("heartbeat_session"),
-            bus,
         )
         self.heartbeat = Heartbeat(
             config=self.current_config,
@@ -161,6 +160,8 @@ class Engine:
             self._watching = asyncio.create_task(self.watcher.run())
         if heartbeat:
             self.heartbeat.start()
+        if watch:
+            self.connections.start()
 
     async def close(self) -> None:
         await self.heartbeat.stop()
@@ -170,15 +171,19 @@ class Engine:
         await self.commits.close()  # the last commit of what hooks changed
         await self.background.close()
         await self.connections.close()
+        await self.sessions.close()
         if self.journal is not None:
             self.journal.close()
 
     def request_shutdown(self) -> None:
         self.shutdown_requested.set()
 
-    def opencode_connected(self) -> None:
-        """A shim announced an opencode process: the heartbeat's timer starts from here."""
-        self.heartbeat.connected()
+    def _opencode_count(self, connected: int) -> None:
+        """The heartbeat's timer runs while some opencode is connected, from when the first came."""
+        if connected:
+            self.heartbeat.connected()
+        else:
+            self.heartbeat.disconnected()
 
     def reload_config(self) -> None:
         loaded = load_config(self.workspace.config_file, self.env, base=self.config)

@@ -1,14 +1,26 @@
-"""What the engine knows about each opencode session: its title, agent, model, busy state, frozen
-system prompt, history and the notifications it received."""
+"""What the engine knows about each opencode session: its title, agent, model, busy state, token count,
+frozen system prompt, history, the notifications it received and the connection it came through.
+
+All of it is kept in the journal, so a restarted engine knows what the old one knew. Each change is
+published (`session` events) at once; the journal is written shortly after, coalesced, because a
+history is replaced on every LLM request and can be large.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .journal import Journal
-from .protocol.records import SessionInfo
+from .protocol.records import Delivered, SessionChanged, SessionInfo
+
+log = logging.getLogger("evolve.sessions")
+FLUSH_DELAY_S = 0.5  # how long changes gather before they are written to the journal
 
 
 @dataclass
@@ -20,9 +32,12 @@ class Session:
     model: dict[str, str] | None = None
     title: str | None = None
     busy: bool = False
+    tokens: int | None = None
+    connection: str | None = None
     history: list[Any] = field(default_factory=list)
-    notifications: list[str] = field(default_factory=list)
-    seen_at: float = field(default_factory=time.time)
+    notifications: list[Delivered] = field(default_factory=list)
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
 
     def info(self, with_history: bool = False) -> SessionInfo:
         return SessionInfo(
@@ -34,33 +49,48 @@ class Session:
             model=self.model,
             notifications=list(self.notifications),
             busy=self.busy,
+            tokens=self.tokens,
+            connection=self.connection,
+            created_at=self.created_at,
+            updated_at=self.updated_at,
             history_length=len(self.history),
             history=list(self.history) if with_history else None,
         )
 
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Session:
+        info = SessionInfo.from_dict(row)
+        return cls(
+            id=info.id,
+            system=info.system,
+            frozen_at=info.frozen_at,
+            agent=info.agent,
+            model=info.model,
+            title=info.title,
+            busy=info.busy,
+            tokens=info.tokens,
+            connection=info.connection,
+            history=list(row.get("history") or []),
+            notifications=info.notifications,
+            created_at=info.created_at or row.get("updated_at") or time.time(),
+            updated_at=row.get("updated_at") or time.time(),
+        )
+
 
 class SessionStore:
-    """In memory, with frozen prompts (and agent, model) persisted in the journal, so a restarted
-    engine keeps serving each session the prompt it was frozen with."""
-
-    def __init__(self, journal: Journal | None) -> None:
+    def __init__(self, journal: Journal | None, publish: Callable[[SessionChanged], object]) -> None:
         self._journal = journal
+        self._publish = publish
         self._sessions: dict[str, Session] = {}
+        self._dirty: set[str] = set()
+        self._flushing: asyncio.Task[None] | None = None
         if journal is not None:
-            for row in journal.sessions(limit=10_000):
-                if row.get("deleted"):
-                    continue
-                s = Session(id=row["id"], system=row.get("system"), frozen_at=row.get("frozen_at"))
-                s.agent = row.get("agent")
-                s.model = row.get("model")
-                self._sessions[s.id] = s
+            for row in reversed(journal.sessions(limit=10_000)):
+                if not row.get("deleted"):
+                    session = Session.from_row(row)
+                    self._sessions[session.id] = session
 
-    def get(self, session_id: str) -> Session:
-        session = self._sessions.get(session_id)
-        if session is None:
-            session = self._sessions[session_id] = Session(session_id)
-        session.seen_at = time.time()
-        return session
+    # ---- reading ----------------------------------------------------------------------------
 
     def find(self, session_id: str) -> Session | None:
         return self._sessions.get(session_id)
@@ -72,33 +102,121 @@ class SessionStore:
         session = self._sessions.get(session_id)
         return session.system if session else None
 
-    def freeze(self, session_id: str, system: list[str]) -> None:
-        session = self.get(session_id)
-        session.system = list(system)
-        session.frozen_at = time.time()
-        if self._journal is not None:
-            self._journal.save_session(session_id, system=session.system, frozen_at=session.frozen_at)
-
-    def forget(self, session_id: str | None) -> None:
-        """A session opencode deleted: it receives no more notifications."""
-        if session_id:
-            self._sessions.pop(session_id, None)
-            if self._journal is not None:
-                self._journal.save_session(session_id, deleted=True)
-
     def history(self, session_id: str) -> list[Any]:
         session = self._sessions.get(session_id)
         return session.history if session else []
 
-    def set_history(self, session_id: str, history: list[Any]) -> None:
-        self.get(session_id).history = history
+    # ---- changing ---------------------------------------------------------------------------
 
-    def note(self, session_id: str, *, agent: str | None = None, model: dict[str, str] | None = None) -> None:
+    def get(self, session_id: str) -> Session:
+        """The session, created (and announced) if the engine did not know it."""
+        session = self._sessions.get(session_id)
+        if session is None:
+            session = self._sessions[session_id] = Session(session_id)
+            self._changed(session, "created")
+        return session
+
+    def update(self, session_id: str, **fields: Any) -> Session:
+        """Set the given fields (title, busy, agent, model, tokens, connection); announced and
+        persisted only when one of them really changed."""
         session = self.get(session_id)
         changed = False
-        if agent and agent != session.agent:
-            session.agent, changed = agent, True
-        if model and model != session.model:
-            session.model, changed = model, True
-        if changed and self._journal is not None:
-            self._journal.save_session(session_id, agent=session.agent, model=session.model)
+        for name, value in fields.items():
+            if getattr(session, name) != value:
+                setattr(session, name, value)
+                changed = True
+        if changed:
+            self._changed(session, "updated")
+        return session
+
+    def freeze(self, session_id: str, system: list[str]) -> None:
+        session = self.get(session_id)
+        session.system = list(system)
+        session.frozen_at = time.time()
+        self._changed(session, "frozen")
+
+    def unfreeze(self, session_id: str) -> bool:
+        """Drop the session's frozen prompt: its next request composes one anew. False when it had none."""
+        session = self._sessions.get(session_id)
+        if session is None or session.system is None:
+            return False
+        session.system, session.frozen_at = None, None
+        self._changed(session, "unfrozen")
+        return True
+
+    def notified(self, session_id: str, delivered: Delivered) -> None:
+        session = self.get(session_id)
+        session.notifications.append(delivered)
+        self._changed(session, "notified")
+
+    def set_history(self, session_id: str, history: list[Any]) -> None:
+        session = self.get(session_id)
+        if history != session.history:
+            session.history = history
+            session.updated_at = time.time()
+            self._mark(session)  # persisted, not announced: the history is fetched when looked at
+
+    def forget(self, session_id: str | None) -> None:
+        """A session opencode deleted: it receives no more notifications."""
+        if not session_id:
+            return
+        session = self._sessions.pop(session_id, None)
+        self._dirty.discard(session_id)
+        if self._journal is not None:
+            self._journal.save_session(session_id, deleted=True)
+        if session is not None:
+            self._publish(SessionChanged("forgotten", session.info()))
+
+    # ---- persistence ------------------------------------------------------------------------
+
+    def _changed(self, session: Session, change: str) -> None:
+        session.updated_at = time.time()
+        self._mark(session)
+        self._publish(SessionChanged(change, session.info()))
+
+    def _mark(self, session: Session) -> None:
+        if self._journal is None:
+            return
+        self._dirty.add(session.id)
+        if self._flushing is None or self._flushing.done():
+            with contextlib.suppress(RuntimeError):  # no event loop: flushed by close()
+                self._flushing = asyncio.get_running_loop().create_task(self._flush_later())
+
+    async def _flush_later(self) -> None:
+        await asyncio.sleep(FLUSH_DELAY_S)
+        await asyncio.to_thread(self.flush)
+
+    def flush(self) -> None:
+        """Write every changed session to the journal now."""
+        if self._journal is None:
+            return
+        dirty, self._dirty = self._dirty, set()
+        for session_id in dirty:
+            session = self._sessions.get(session_id)
+            if session is None:
+                continue
+            info = session.info(with_history=True)
+            try:
+                self._journal.save_session(
+                    session.id,
+                    system=session.system,
+                    frozen_at=session.frozen_at,
+                    agent=session.agent,
+                    model=session.model,
+                    title=session.title,
+                    busy=session.busy,
+                    tokens=session.tokens,
+                    connection=session.connection,
+                    created_at=session.created_at,
+                    notifications=[n.to_dict() for n in info.notifications],
+                    history=info.history,
+                )
+            except Exception:  # the journal must not take the engine down; the next change retries
+                log.exception("cannot save session %s", session_id)
+                self._dirty.add(session_id)
+
+    async def close(self) -> None:
+        if self._flushing is not None:
+            self._flushing.cancel()
+            await asyncio.gather(self._flushing, return_exceptions=True)
+        self.flush()

@@ -91,6 +91,8 @@ function Shim(input, options, forget) {
           authorization: `Bearer ${target.token}`,
           "content-type": "application/json",
           "x-evolve-api": API_VERSION,
+          // Which opencode this is, so the engine knows the connection each session came through.
+          ...(connectionId ? { "x-evolve-connection": connectionId } : {}),
         },
         body: method === "GET" ? undefined : JSON.stringify(body ?? {}),
         signal: controller.signal,
@@ -278,17 +280,24 @@ function Shim(input, options, forget) {
   async function assistantFinished(info) {
     if (handledMessages.has(info.id)) return;
     handledMessages.add(info.id);
-    if (info.summary || info.agent === "compaction" || info.mode === "compaction" || info.agent === "title") {
-      messageParts.delete(info.id); // opencode's own summary, not the agent's answer
-      return;
-    }
-    const parts = [...(messageParts.get(info.id)?.values() || [])];
+    const own = info.summary || info.agent === "compaction" || info.mode === "compaction" || info.agent === "title";
+    // opencode's own summary is not the agent's answer: only its token count goes to the engine.
+    const parts = own ? [] : [...(messageParts.get(info.id)?.values() || [])];
     messageParts.delete(info.id);
+    const message = {
+      id: info.id,
+      agent: info.agent || info.mode,
+      finish: info.finish,
+      providerID: info.providerID,
+      modelID: info.modelID,
+      tokens: info.tokens,
+      summary: own ? true : undefined,
+    };
     const resp = await call("/v1/opencode/assistant", {
       session: info.sessionID,
-      message: { id: info.id, agent: info.agent || info.mode, finish: info.finish, providerID: info.providerID, modelID: info.modelID },
+      message,
       parts,
-      history: takeHistory(info.sessionID),
+      history: own ? undefined : takeHistory(info.sessionID),
     });
     const next = resp && resp.continue;
     if (next && next.text) {
@@ -355,7 +364,10 @@ function Shim(input, options, forget) {
 
     "chat.message": async (i, o) => {
       const msg = o?.message || {};
-      fire("/v1/opencode/chat-message", { session: i?.sessionID || msg.sessionID, agent: i?.agent || msg.agent, model: i?.model || msg.model });
+      const parts = Array.isArray(o?.parts) ? o.parts : [];
+      // Notifications and heartbeat prompts are sent as synthetic text: they say nothing of the chat.
+      const synthetic = parts.length > 0 && parts.every((p) => p?.synthetic === true);
+      fire("/v1/opencode/chat-message", { session: i?.sessionID || msg.sessionID, agent: i?.agent || msg.agent, model: i?.model || msg.model, synthetic });
     },
 
     "experimental.chat.messages.transform": async (_i, o) => {

@@ -726,9 +726,13 @@ def test_request_system_publishes_session_frozen(tmp_path: Path) -> None:
         events = []
         while (event := sub.get_nowait()) is not None:
             events.append(event)
-        return [e.data for e in events if e.kind == "session_frozen"]
+        return [
+            (e.data["session"]["id"], e.data["session"]["system"])
+            for e in events
+            if e.kind == "session" and e.data["change"] == "frozen"
+        ]
 
-    assert with_engine(ws, out, body) == [{"session": "s1", "system": ["S"]}]
+    assert with_engine(ws, out, body) == [("s1", ["S"])]
 
 
 # ---------------------------------------------------------------------------------------------

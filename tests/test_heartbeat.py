@@ -434,7 +434,11 @@ def test_manual_fire_during_a_running_tick_waits_and_runs_after_it(tmp_path: Pat
             assert result.trigger == "manual" and result.outcome == "ok"
             assert len(h.oc.prompts) == 2
             assert h.oc.max_running == 1
-            order = [(e.data["event"], e.data["trigger"]) for e in h.events if e.kind == "heartbeat"]
+            order = [
+                (e.data["event"], e.data["trigger"])
+                for e in h.events
+                if e.kind == "heartbeat" and e.data["event"].startswith("tick")
+            ]
             assert order == [
                 ("tick_started", "timer"),
                 ("tick", "timer"),
@@ -832,7 +836,7 @@ def test_cleanup_modes_at_each_threshold(tmp_path: Path, mode: str, due_to: str)
                 assert result.cleanup["count"] == 2 and result.cleanup["threshold"] == 2
             else:
                 assert result.cleanup["tokens"] == 1500 and result.cleanup["threshold"] == 1000
-                assert result.tokens == 1500
+                assert result.tokens == h.oc.tokens.get(new, 0)  # the total after the tick's turn
 
             assert h.oc.of("archive") == ([("ses_old",)] if mode == "archive" else [])
             assert h.oc.of("summarize") == ([("ses_old", MODEL)] if mode == "compact" else [])
@@ -947,8 +951,28 @@ def test_unreadable_token_total_means_no_cleanup(tmp_path: Path) -> None:
             h.oc.fail["session_tokens"] = RuntimeError("messages API error")
             result = await h.fire()
             assert result.outcome == "ok" and result.cleanup is None
-            assert h.oc.of("session_tokens") == [("ses_hb",)]
+            assert h.oc.of("session_tokens") == [("ses_hb",), ("ses_hb",)]  # before, and after the turn
             assert h.oc.prompts[0][0] == "ses_hb"
+
+    run(main())
+
+
+def test_the_token_gauge_shows_the_total_after_the_ticks_turn(tmp_path: Path) -> None:
+    async def main() -> None:
+        state = {"heartbeat_session": "ses_hb", "heartbeat_count": 0}
+        async with harness(tmp_path, {"heartbeat_cleanup": "new", **CLEANUP}, state=state) as h:
+            h.oc.tokens["ses_hb"] = 240
+
+            def turn(session: str) -> None:  # each turn adds 240 tokens to the session
+                h.oc.tokens[session] = h.oc.tokens.get(session, 0) + 240
+
+            h.oc.on_prompt = turn
+            result = await h.fire()
+            assert result.outcome == "ok" and result.tokens == 480
+            assert h.hb.status().tokens == 480
+            assert h.hb_events("tick")[-1]["tokens"] == 480
+            [tick] = [e.data for e in h.events if e.kind == "heartbeat" and e.data["event"] == "tick"]
+            assert tick["status"]["tokens"] == 480
 
     run(main())
 

@@ -11,9 +11,17 @@ from ..protocol.opencode import OWN_CALL_PREFIXES
 from ..runtime import Engine
 from .http import ApiError, Router, body, opt_str
 
+CONNECTION_HEADER = "x-evolve-connection"  # the shim's connection id, on every call after connecting
+
 
 def add_shim_routes(router: Router, engine: Engine) -> None:
     bridge = engine.bridge
+
+    def from_session(request: Request, data: dict[str, Any]) -> str | None:
+        """The call's session, noted as seen through the caller's opencode connection."""
+        session = opt_str(data, "session")
+        bridge.seen(session, request.headers.get(CONNECTION_HEADER))
+        return session
 
     @router.add("/v1/tools", "GET")
     async def tools(request: Request) -> Response:
@@ -33,7 +41,7 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
         args = data.get("args")
         if args is not None and not isinstance(args, dict):
             raise ApiError(400, "'args' must be an object")
-        session = opt_str(data, "session")
+        session = from_session(request, data)
         bridge.take_history(session, data.get("history"))
         result = await engine.tools.call(
             request.path_params["name"],
@@ -57,7 +65,6 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
             opt_str(data, "mode") or "unknown",
             opt_str(data, "shim_version"),
         )
-        engine.opencode_connected()
         return JSONResponse(
             {
                 "id": conn.id,
@@ -76,7 +83,7 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
     @router.add("/v1/opencode/system", "POST")
     async def system(request: Request) -> Response:
         data = await body(request)
-        session = opt_str(data, "session")
+        session = from_session(request, data)
         bridge.take_history(session, data.get("history"))
         current = data.get("system") or []
         if not isinstance(current, list):
@@ -88,13 +95,14 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
     async def chat_message(request: Request) -> Response:
         data = await body(request)
         model = data.get("model") if isinstance(data.get("model"), dict) else None
-        bridge.chat_message(opt_str(data, "session"), opt_str(data, "agent"), model)
+        synthetic = data.get("synthetic") is True
+        bridge.chat_message(from_session(request, data), opt_str(data, "agent"), model, synthetic)
         return JSONResponse({"ok": True})
 
     @router.add("/v1/opencode/tool-before", "POST")
     async def tool_before(request: Request) -> Response:
         data = await body(request)
-        session = opt_str(data, "session")
+        session = from_session(request, data)
         bridge.take_history(session, data.get("history"))
         bridge.tool_before(session, str(data.get("tool")), opt_str(data, "call_id"), data.get("args"))
         return JSONResponse({"ok": True}, 202)
@@ -103,7 +111,7 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
     async def tool_after(request: Request) -> Response:
         data = await body(request)
         bridge.tool_after(
-            opt_str(data, "session"),
+            from_session(request, data),
             str(data.get("tool")),
             opt_str(data, "call_id"),
             data.get("title"),
@@ -114,14 +122,14 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
     @router.add("/v1/opencode/compacting", "POST")
     async def compacting(request: Request) -> Response:
         data = await body(request)
-        session = opt_str(data, "session")
+        session = from_session(request, data)
         bridge.take_history(session, data.get("history"))
         return JSONResponse({"prompt": await bridge.compacting(session)})
 
     @router.add("/v1/opencode/assistant", "POST")
     async def assistant(request: Request) -> Response:
         data = await body(request)
-        session = opt_str(data, "session")
+        session = from_session(request, data)
         if not session:
             raise ApiError(400, "'session' is required")
         bridge.take_history(session, data.get("history"))
@@ -132,5 +140,5 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
 
     @router.add("/v1/opencode/event", "POST")
     async def event(request: Request) -> Response:
-        bridge.event(await body(request))
+        bridge.event(await body(request), request.headers.get(CONNECTION_HEADER))
         return JSONResponse({"ok": True}, 202)

@@ -28,7 +28,7 @@ from .records import (
     Record,
     ReviewRecorded,
     RunStarted,
-    SessionFrozen,
+    SessionChanged,
     StageResult,
     ToolCall,
     ValidationRun,
@@ -47,7 +47,7 @@ class EventKind(StrEnum):
     VALIDATION = "validation"  # a hook edit failed its test
     HOOKS_DISCOVERED = "hooks_discovered"
     CONFIG = "config"
-    SESSION_FROZEN = "session_frozen"
+    SESSION = "session"  # a session appeared or changed (title, busy, tokens, frozen prompt, ...)
     NOTIFICATION = "notification"
     OPENCODE = "opencode"
     ACTION = "action"
@@ -68,7 +68,7 @@ PAYLOADS: Final[dict[EventKind, type[Record]]] = {
     EventKind.VALIDATION: ValidationRun,
     EventKind.HOOKS_DISCOVERED: HooksDiscovered,
     EventKind.CONFIG: ConfigChanged,
-    EventKind.SESSION_FROZEN: SessionFrozen,
+    EventKind.SESSION: SessionChanged,
     EventKind.NOTIFICATION: NotificationSent,
     EventKind.OPENCODE: OpencodeChanged,
     EventKind.ACTION: ActionDone,
