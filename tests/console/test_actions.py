@@ -25,7 +25,6 @@ from evolve_console.format import MORE_LIMIT, PREVIEW_LIMIT
 from evolve_console.table import KeyedTable
 from evolve_console.widgets import ConfirmScreen, MoreScreen, ResultScreen, Section, StageScreen
 from tests.console.conftest import (
-    EngineProcess,
     StartEngine,
     cell_text,
     connected,
@@ -37,6 +36,7 @@ from tests.console.conftest import (
     wait_until,
     write_hook,
 )
+from tests.support.engine_process import EngineProcess
 
 SIZE = (140, 40)
 Scenario = Callable[[EvolveConsole, Pilot[Any], list[Message]], Coroutine[Any, Any, None]]
