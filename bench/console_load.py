@@ -87,6 +87,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests/support is not an installed package
 
 from tests.support.engine_process import EngineProcess  # noqa: E402
+from tests.support.terminal import Terminal  # noqa: E402
 
 TARGET_P95_MS = 100.0
 TARGET_RSS_MB = 200.0
@@ -328,33 +329,6 @@ def percentile(values: list[float], q: float) -> float:
 # ---- tmux mode ----------------------------------------------------------------------------------
 
 
-class Tmux:
-    def __init__(self, base: Path) -> None:
-        self.socket = f"evolve-bench-{os.getpid()}"
-        self.conf = base / "tmux.conf"
-        self.conf.write_text("set -g remain-on-exit on\nset -g status off\n")
-
-    def run(self, *argv: str) -> str:
-        out = subprocess.run(
-            ["tmux", "-L", self.socket, "-f", str(self.conf), *argv],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return out.stdout
-
-    def screen(self) -> str:
-        return self.run("capture-pane", "-p", "-t", "console")
-
-    def styled_screen(self) -> str:
-        """The screen with its colours, as SGR escape sequences."""
-        return self.run("capture-pane", "-e", "-p", "-t", "console")
-
-    def kill(self) -> None:
-        with contextlib.suppress(subprocess.CalledProcessError, FileNotFoundError):
-            self.run("kill-server")
-
-
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 LEADING_SGR = re.compile(r"^(?:\x1b\[[0-9;]*m)*")
 
@@ -387,25 +361,19 @@ def is_showing(screen: str, tab: str) -> bool:
     return "runs in the journal" in screen
 
 
-def wait_screen(tmux: Tmux, predicate: Any, timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    screen = ""
-    while time.monotonic() < deadline:
-        screen = tmux.screen()
-        if predicate(screen):
-            return screen
-        time.sleep(0.05)
-    raise RuntimeError("the console did not show what was expected in time; last screen:\n" + screen)
-
-
 def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Result:
     result = Result("tmux")
-    tmux = Tmux(base)
+    tmux = Terminal(base, size=(140, 40), name="console")
     command = f"exec {sys.executable} -m engine console --attach {engine.url} --token {engine.token}"
     try:
-        tmux.run("new-session", "-d", "-s", "console", "-x", "140", "-y", "40", "-c", str(ROOT), command)
-        pid = int(tmux.run("display-message", "-p", "-t", "console", "#{pane_pid}").strip())
-        wait_screen(tmux, lambda s: "engine ● connected" in s and "runs in the journal" in s, 30)
+        tmux.start(command, cwd=ROOT)
+        pid = tmux.pane_pid()
+        tmux.wait_for(
+            "the console connected",
+            lambda s: "engine ● connected" in s and "runs in the journal" in s,
+            30,
+            0.05,
+        )
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         if "console" not in cmdline:
             raise RuntimeError(f"pane process {pid} is not the console: {cmdline}")
@@ -438,12 +406,12 @@ def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Res
                     return is_showing(screen, target), screen
 
                 return tab
-            before = cursor_line(tmux.styled_screen())
+            before = cursor_line(tmux.screen(styled=True))
             if before is None:
                 raise RuntimeError("the runs table's cursor is not on screen")
 
             def cursor() -> tuple[bool, str]:
-                styled = tmux.styled_screen()
+                styled = tmux.screen(styled=True)
                 now = cursor_line(styled)
                 if now is None:
                     return False, styled
@@ -457,7 +425,7 @@ def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Res
             state["next"] += 1
             check = effect_of(key)
             t0 = time.perf_counter()
-            tmux.run("send-keys", "-t", "console", key)
+            tmux.keys(key)
             while True:
                 c0 = time.perf_counter()
                 ok, screen = check()
@@ -488,7 +456,7 @@ def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Res
         result.by_key.clear()  # from here on: under load
         state["next"] = 0
 
-        server_pid = int(tmux.run("display-message", "-p", "#{pid}").strip())
+        server_pid = tmux.server_pid()
         cpu0 = cpu_s(pid), cpu_s(engine.pid), cpu_s(server_pid)
         gen = subprocess.Popen(generator_argv(engine, args), stdout=subprocess.PIPE, text=True, cwd=ROOT)
         assert gen.stdout is not None
@@ -519,9 +487,9 @@ def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Res
             if captures
             else ""
         )
-        tmux.run("send-keys", "-t", "console", "1")  # the count is read from the runs view
-        with contextlib.suppress(RuntimeError):  # a console still busy shows it later
-            wait_screen(tmux, lambda s: is_showing(s, "runs"), 10)
+        tmux.keys("1")  # the count is read from the runs view
+        with contextlib.suppress(AssertionError):  # a console still busy shows it later
+            tmux.wait_for("the runs view", lambda s: is_showing(s, "runs"), 10, 0.05)
 
         settle = Settle(result, args, stable_counts(engine)["runs"], cpu_s(pid))
         while not settle.done(parse_shown(tmux.screen()), cpu_s(pid)):
@@ -530,9 +498,9 @@ def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Res
         sampler.join()
         result.rss_end_mb, result.hwm_mb = rss_mb(pid)
         result.rss_max_mb = max(sampler.max_mb, result.rss_end_mb)
-        tmux.run("send-keys", "-t", "console", "q")
-        with contextlib.suppress(RuntimeError):
-            wait_screen(tmux, lambda s: "runs in the journal" not in s, 10)
+        tmux.keys("q")
+        with contextlib.suppress(AssertionError):
+            tmux.wait_for("the console gone", lambda s: "runs in the journal" not in s, 10, 0.05)
     finally:
         tmux.kill()
     return result

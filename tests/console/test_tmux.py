@@ -14,7 +14,6 @@ Skipped when tmux is not installed (`apt-get install tmux`).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -22,7 +21,7 @@ import shutil
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -31,13 +30,12 @@ import pytest
 from tests.support.engine_process import EngineProcess, stop_workspace_engine
 from tests.support.environment import isolated_env
 from tests.support.processes import pid_alive, wait_gone
+from tests.support.terminal import Terminal
 from tests.support.waiting import wait_for
 
 pytestmark = pytest.mark.skipif(
     shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)"
 )
-
-WIDTH, HEIGHT = 140, 40
 
 
 def installed_evolve() -> str:
@@ -54,54 +52,6 @@ def installed_evolve() -> str:
 def clean_env(home: Path) -> dict[str, str]:
     """HOME in tmp, no workspace or evolve settings of the developer, an empty global git config."""
     return isolated_env(home, drop=("TMUX",), TERM="xterm-256color")
-
-
-class Terminal:
-    """One tmux server of this test's own (its socket in tmp), with one 140x40 window."""
-
-    def __init__(self, tmp: Path, env: dict[str, str]) -> None:
-        self.socket = tmp / "tmux.sock"
-        self.conf = tmp / "tmux.conf"
-        self.conf.write_text("set -g remain-on-exit on\nset -g status off\n")
-        self.env = env
-
-    def tmux(self, *args: str) -> str:
-        proc = subprocess.run(
-            ["tmux", "-S", str(self.socket), "-f", str(self.conf), *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=15,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise AssertionError(f"tmux {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
-        return proc.stdout
-
-    def start(self, command: str, cwd: Path) -> None:
-        self.tmux(
-            "new-session", "-d", "-s", "t", "-x", str(WIDTH), "-y", str(HEIGHT), "-c", str(cwd), command
-        )
-
-    def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-t", "t")
-
-    def keys(self, *keys: str) -> None:
-        self.tmux("send-keys", "-t", "t", *keys)
-
-    def wait_for(self, what: str, check: Callable[[str], bool], timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        screen = ""
-        while time.monotonic() < deadline:
-            screen = self.screen()
-            if check(screen):
-                return screen
-            time.sleep(0.1)
-        raise AssertionError(f"the screen never showed {what} within {timeout:.0f} s; it shows:\n{screen}")
-
-    def kill(self) -> None:
-        with contextlib.suppress(AssertionError, subprocess.TimeoutExpired, OSError):
-            self.tmux("kill-server")
 
 
 @pytest.fixture
