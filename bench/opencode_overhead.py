@@ -81,7 +81,7 @@ sys.path.insert(0, str(REPO))  # for tests/e2e/mock_llm.py and tests/support (no
 from engine.journal import Journal  # noqa: E402
 from tests.e2e.mock_llm import MockLLM, Reply  # noqa: E402
 from tests.support.engine_process import announcement, stop_workspace_engine  # noqa: E402
-from tests.support.environment import without_settings  # noqa: E402
+from tests.support.environment import drop_shims, without_settings  # noqa: E402
 from tests.support.opencode import (  # noqa: E402
     CONFIG_SEED,
     OPENCODE_VERSION,
@@ -225,17 +225,13 @@ def spread(values: list[float]) -> str:
     return f"min {min(values):.1f}, max {max(values):.1f}, n={len(values)}"
 
 
-def drop_shims(env: dict[str, str]) -> dict[str, str]:
-    """PATH without pyenv/asdf shim directories: hooks are `#!/usr/bin/env python3`, and a shim
-    costs ~200 ms per start. Both sides (with and without the plugin) get the same PATH."""
-    parts = env.get("PATH", "").split(os.pathsep)
-    env["PATH"] = os.pathsep.join(p for p in parts if not p.rstrip("/").endswith("/shims"))
-    return env
-
-
 def clean_env(keep_shims: bool) -> dict[str, str]:
+    """The environment without EVOLVE_*/OPENCODE_* and, unless `keep_shims`, without version-manager
+    shims on PATH (both sides, with and without the plugin, get the same PATH)."""
     env = without_settings()
-    return env if keep_shims else drop_shims(env)
+    if not keep_shims:
+        drop_shims(env)
+    return env
 
 
 def proc_cpu_ms(pid: int) -> tuple[float, float]:

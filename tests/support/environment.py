@@ -4,9 +4,10 @@ developer's settings (workspace, engine, opencode, git or Textual configuration)
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
-from collections.abc import Mapping
+from collections.abc import Mapping, MutableMapping
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -49,3 +50,14 @@ def run_git(cwd: Path, *args: str, env: dict[str, str], check: bool = True) -> s
     if check and proc.returncode != 0:
         raise AssertionError(f"git {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
     return proc.stdout
+
+
+def drop_shims(env: MutableMapping[str, str]) -> str:
+    """Take version-manager shims (pyenv, asdf) off `env`'s PATH; returns the python3 found on it then.
+
+    A pyenv `python3` shim is a shell script costing ~200 ms per start, which would bury what a
+    benchmark measures; hooks keep their `#!/usr/bin/env python3` line and get the real python3.
+    """
+    parts = env.get("PATH", "").split(os.pathsep)
+    env["PATH"] = os.pathsep.join(p for p in parts if not p.rstrip("/").endswith("/shims"))
+    return shutil.which("python3", path=env["PATH"]) or "?"
