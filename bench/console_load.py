@@ -84,6 +84,11 @@ from typing import Any
 import httpx
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))  # tests/support is not an installed package
+
+from tests.support.engine_process import EngineProcess  # noqa: E402
+from tests.support.terminal import Terminal  # noqa: E402
+
 TARGET_P95_MS = 100.0
 TARGET_RSS_MB = 200.0
 COUNT_RE = re.compile(r"([\d,]+) runs in the journal · ([\d,]+) failed · ([\d,]+) received live")
@@ -92,81 +97,25 @@ COUNT_RE = re.compile(r"([\d,]+) runs in the journal · ([\d,]+) failed · ([\d,
 # ---- the engine ---------------------------------------------------------------------------------
 
 
-class EngineProcess:
-    """`python -m engine serve` on a workspace, as its own process (stopped by its own pid)."""
+def journal_counts(engine: EngineProcess) -> dict[str, int]:
+    """The journal's counts (runs, failed, ...) as /v1/runs reports them."""
+    with engine.client() as c:
+        resp = c.get("/v1/runs", params={"limit": 1})
+        resp.raise_for_status()
+        return dict(resp.json()["counts"])
 
-    def __init__(self, workspace: Path, env: dict[str, str]) -> None:
-        self.workspace = workspace
-        log = open(workspace / "bench-engine.log", "ab")  # noqa: SIM115 - handed to the child
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "engine", "serve", "--workspace", str(workspace)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            cwd=str(ROOT),
-            env=env,
-            start_new_session=True,
-        )
-        log.close()
-        self.url = ""
-        self.token = ""
 
-    def wait_ready(self, timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        announcement = self.workspace / "state" / "engine.json"
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"the engine exited with {self.proc.returncode}; see {self.log_path}")
-            with contextlib.suppress(OSError, ValueError, KeyError):
-                data = json.loads(announcement.read_text(encoding="utf-8"))
-                if data["pid"] == self.proc.pid:
-                    self.url, self.token = data["url"], data["token"]
-                    with contextlib.suppress(httpx.HTTPError):
-                        if self.client().get("/v1/health").status_code == 200:
-                            return
-            time.sleep(0.1)
-        raise RuntimeError(f"the engine did not start within {timeout:.0f} s; see {self.log_path}")
-
-    @property
-    def log_path(self) -> Path:
-        return self.workspace / "bench-engine.log"
-
-    def client(self, timeout: float = 30.0) -> httpx.Client:
-        return httpx.Client(
-            base_url=self.url, headers={"authorization": f"Bearer {self.token}"}, timeout=timeout
-        )
-
-    def counts(self) -> dict[str, int]:
-        with self.client() as c:
-            resp = c.get("/v1/runs", params={"limit": 1})
-            resp.raise_for_status()
-            return dict(resp.json()["counts"])
-
-    def stable_counts(self, timeout: float = 30.0) -> dict[str, int]:
-        """The journal's counts once they stop moving (the writer commits in batches)."""
-        deadline = time.monotonic() + timeout
-        last = self.counts()
-        while time.monotonic() < deadline:
-            time.sleep(0.3)
-            now = self.counts()
-            if now == last:
-                return now
-            last = now
-        return last
-
-    def stop(self) -> None:
-        if self.proc.poll() is None and self.url:
-            with contextlib.suppress(httpx.HTTPError), self.client(5) as c:
-                c.post("/v1/shutdown")
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(20)
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
+def stable_counts(engine: EngineProcess, timeout: float = 30.0) -> dict[str, int]:
+    """The journal's counts once they stop moving (the writer commits in batches)."""
+    deadline = time.monotonic() + timeout
+    last = journal_counts(engine)
+    while time.monotonic() < deadline:
+        time.sleep(0.3)
+        now = journal_counts(engine)
+        if now == last:
+            return now
+        last = now
+    return last
 
 
 def journal_runs_by_stage(workspace: Path) -> dict[str, tuple[int, int]]:
@@ -380,33 +329,6 @@ def percentile(values: list[float], q: float) -> float:
 # ---- tmux mode ----------------------------------------------------------------------------------
 
 
-class Tmux:
-    def __init__(self, base: Path) -> None:
-        self.socket = f"evolve-bench-{os.getpid()}"
-        self.conf = base / "tmux.conf"
-        self.conf.write_text("set -g remain-on-exit on\nset -g status off\n")
-
-    def run(self, *argv: str) -> str:
-        out = subprocess.run(
-            ["tmux", "-L", self.socket, "-f", str(self.conf), *argv],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return out.stdout
-
-    def screen(self) -> str:
-        return self.run("capture-pane", "-p", "-t", "console")
-
-    def styled_screen(self) -> str:
-        """The screen with its colours, as SGR escape sequences."""
-        return self.run("capture-pane", "-e", "-p", "-t", "console")
-
-    def kill(self) -> None:
-        with contextlib.suppress(subprocess.CalledProcessError, FileNotFoundError):
-            self.run("kill-server")
-
-
 SGR = re.compile(r"\x1b\[[0-9;]*m")
 LEADING_SGR = re.compile(r"^(?:\x1b\[[0-9;]*m)*")
 
@@ -439,25 +361,19 @@ def is_showing(screen: str, tab: str) -> bool:
     return "runs in the journal" in screen
 
 
-def wait_screen(tmux: Tmux, predicate: Any, timeout: float) -> str:
-    deadline = time.monotonic() + timeout
-    screen = ""
-    while time.monotonic() < deadline:
-        screen = tmux.screen()
-        if predicate(screen):
-            return screen
-        time.sleep(0.05)
-    raise RuntimeError("the console did not show what was expected in time; last screen:\n" + screen)
-
-
 def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Result:
     result = Result("tmux")
-    tmux = Tmux(base)
+    tmux = Terminal(base, size=(140, 40), name="console")
     command = f"exec {sys.executable} -m engine console --attach {engine.url} --token {engine.token}"
     try:
-        tmux.run("new-session", "-d", "-s", "console", "-x", "140", "-y", "40", "-c", str(ROOT), command)
-        pid = int(tmux.run("display-message", "-p", "-t", "console", "#{pane_pid}").strip())
-        wait_screen(tmux, lambda s: "engine ● connected" in s and "runs in the journal" in s, 30)
+        tmux.start(command, cwd=ROOT)
+        pid = tmux.pane_pid()
+        tmux.wait_for(
+            "the console connected",
+            lambda s: "engine ● connected" in s and "runs in the journal" in s,
+            30,
+            0.05,
+        )
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         if "console" not in cmdline:
             raise RuntimeError(f"pane process {pid} is not the console: {cmdline}")
@@ -490,12 +406,12 @@ def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Res
                     return is_showing(screen, target), screen
 
                 return tab
-            before = cursor_line(tmux.styled_screen())
+            before = cursor_line(tmux.screen(styled=True))
             if before is None:
                 raise RuntimeError("the runs table's cursor is not on screen")
 
             def cursor() -> tuple[bool, str]:
-                styled = tmux.styled_screen()
+                styled = tmux.screen(styled=True)
                 now = cursor_line(styled)
                 if now is None:
                     return False, styled
@@ -509,7 +425,7 @@ def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Res
             state["next"] += 1
             check = effect_of(key)
             t0 = time.perf_counter()
-            tmux.run("send-keys", "-t", "console", key)
+            tmux.keys(key)
             while True:
                 c0 = time.perf_counter()
                 ok, screen = check()
@@ -540,8 +456,8 @@ def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Res
         result.by_key.clear()  # from here on: under load
         state["next"] = 0
 
-        server_pid = int(tmux.run("display-message", "-p", "#{pid}").strip())
-        cpu0 = cpu_s(pid), cpu_s(engine.proc.pid), cpu_s(server_pid)
+        server_pid = tmux.server_pid()
+        cpu0 = cpu_s(pid), cpu_s(engine.pid), cpu_s(server_pid)
         gen = subprocess.Popen(generator_argv(engine, args), stdout=subprocess.PIPE, text=True, cwd=ROOT)
         assert gen.stdout is not None
         gen.stdout.readline()  # the generator is about to send its first batch
@@ -563,7 +479,7 @@ def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Res
         out, _ = gen.communicate()
         result.load_wall_s = time.monotonic() - (schedule.started or 0.0)
         result.console_cpu_s = cpu_s(pid) - cpu0[0]
-        result.engine_cpu_s = cpu_s(engine.proc.pid) - cpu0[1]
+        result.engine_cpu_s = cpu_s(engine.pid) - cpu0[1]
         result.terminal_cpu_s = cpu_s(server_pid) - cpu0[2]
         result.generator = json.loads(out.strip().splitlines()[-1])
         result.probe_note = (
@@ -571,20 +487,20 @@ def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Res
             if captures
             else ""
         )
-        tmux.run("send-keys", "-t", "console", "1")  # the count is read from the runs view
-        with contextlib.suppress(RuntimeError):  # a console still busy shows it later
-            wait_screen(tmux, lambda s: is_showing(s, "runs"), 10)
+        tmux.keys("1")  # the count is read from the runs view
+        with contextlib.suppress(AssertionError):  # a console still busy shows it later
+            tmux.wait_for("the runs view", lambda s: is_showing(s, "runs"), 10, 0.05)
 
-        settle = Settle(result, args, engine.stable_counts()["runs"], cpu_s(pid))
+        settle = Settle(result, args, stable_counts(engine)["runs"], cpu_s(pid))
         while not settle.done(parse_shown(tmux.screen()), cpu_s(pid)):
             time.sleep(0.25)
         sampler.stopped.set()
         sampler.join()
         result.rss_end_mb, result.hwm_mb = rss_mb(pid)
         result.rss_max_mb = max(sampler.max_mb, result.rss_end_mb)
-        tmux.run("send-keys", "-t", "console", "q")
-        with contextlib.suppress(RuntimeError):
-            wait_screen(tmux, lambda s: "runs in the journal" not in s, 10)
+        tmux.keys("q")
+        with contextlib.suppress(AssertionError):
+            tmux.wait_for("the console gone", lambda s: "runs in the journal" not in s, 10, 0.05)
     finally:
         tmux.kill()
     return result
@@ -596,11 +512,10 @@ def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Res
 async def run_inprocess(engine: EngineProcess, args: argparse.Namespace) -> Result:
 
     from evolve_console.app import EvolveConsole
-    from evolve_console.client import Target
     from evolve_console.table import KeyedTable
 
     result = Result("inprocess")
-    app = EvolveConsole(Target(engine.url, engine.token, str(engine.workspace)))
+    app = EvolveConsole(engine.target)
     frames: list[tuple[float, str | None]] = []  # (time, tab whose table is in that frame)
     tables = {"runs": "#runs-table", "stages": "#stages-table"}
     original_display = app._display
@@ -655,7 +570,7 @@ async def run_inprocess(engine: EngineProcess, args: argparse.Namespace) -> Resu
             await asyncio.sleep(args.key_interval)
 
         schedule = LoadSchedule(args)
-        cpu0 = cpu_s(), cpu_s(engine.proc.pid)
+        cpu0 = cpu_s(), cpu_s(engine.pid)
         gen = await asyncio.create_subprocess_exec(
             *generator_argv(engine, args), stdout=asyncio.subprocess.PIPE, cwd=ROOT
         )
@@ -681,13 +596,13 @@ async def run_inprocess(engine: EngineProcess, args: argparse.Namespace) -> Resu
         out, _ = await gen_out
         result.load_wall_s = time.monotonic() - (schedule.started or 0.0)
         result.console_cpu_s = cpu_s() - cpu0[0]
-        result.engine_cpu_s = cpu_s(engine.proc.pid) - cpu0[1]
+        result.engine_cpu_s = cpu_s(engine.pid) - cpu0[1]
         result.generator = json.loads(out.decode().strip().splitlines()[-1])
         result.probe_note = "frames seen through App._display (headless: no terminal output)"
         if state["tab"] != "runs":
             await pilot.press("1")
 
-        engine_counts = await asyncio.to_thread(engine.stable_counts)
+        engine_counts = await asyncio.to_thread(stable_counts, engine)
         settle = Settle(result, args, engine_counts["runs"], cpu_s())
         while not settle.done(shown_counts(), cpu_s()):
             await asyncio.sleep(0.25)
@@ -888,24 +803,24 @@ def main() -> int:
         f"({args.stdout_bytes} B stdout); console mode {args.mode}; load average {os.getloadavg()[0]:.2f}",
         flush=True,
     )
-    engine = EngineProcess(workspace, env)
+    engine = EngineProcess(workspace, env, workspace / "bench-engine.log", cwd=ROOT, own_session=True)
     try:
-        engine.wait_ready()
+        engine.start(timeout=60)
         with engine.client() as c:  # some history, so that the cursor has rows to move over at idle
             c.post(
                 "/v1/debug/load", json={"count": 200, "stdout_bytes": args.stdout_bytes}
             ).raise_for_status()
-        before = engine.stable_counts()
+        before = stable_counts(engine)
         by_stage_before = journal_runs_by_stage(workspace)
         if args.mode == "tmux":
             result = run_tmux(engine, args, base)
         else:
             result = asyncio.run(run_inprocess(engine, args))
-        after = engine.stable_counts()
+        after = stable_counts(engine)
         by_stage_after = journal_runs_by_stage(workspace)
         final = summarize(result, args, before, after, by_stage_before, by_stage_after)
     finally:
-        engine.stop()
+        engine.stop(wait=20)
         if args.keep:
             print(f"kept {base}")
         else:

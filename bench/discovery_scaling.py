@@ -31,21 +31,14 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine.runtime import Engine
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # tests/support is not an installed package
+
+from engine.runtime import Engine  # noqa: E402
+from tests.support.environment import drop_shims  # noqa: E402
 
 TARGET_RATIO = 1.5
-EXAMPLE = Path(__file__).resolve().parent.parent / "engine" / "example"
-
-
-def drop_shims() -> str:
-    """Take version-manager shims (pyenv, asdf) off PATH for this process and its children.
-
-    A pyenv `python3` shim is a shell script costing ~200 ms of CPU per start, which would dominate
-    every hook run; the hooks keep their `#!/usr/bin/env python3` line. Returns the python3 used.
-    """
-    parts = os.environ.get("PATH", "").split(os.pathsep)
-    os.environ["PATH"] = os.pathsep.join(p for p in parts if not p.rstrip("/").endswith("/shims"))
-    return shutil.which("python3") or "?"
+EXAMPLE = REPO / "engine" / "example"
 
 
 def make_workspace(base: Path, name: str, hooks: int) -> Path:
@@ -118,7 +111,7 @@ async def direct_discover(paths: list[Path], cwd: Path) -> tuple[float, float, f
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    python3 = "(PATH unchanged)" if args.keep_shims else drop_shims()
+    python3 = "(PATH unchanged)" if args.keep_shims else drop_shims(os.environ)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     print(f"hooks' python3: {python3}; cores: {cores}; load average at start: {os.getloadavg()[0]:.2f}")
     base = Path(tempfile.mkdtemp(prefix="evolve-bench-discovery-"))

@@ -37,12 +37,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine.dispatch import build_input
-from engine.runtime import Engine
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # tests/support is not an installed package
+
+from engine.dispatch import build_input  # noqa: E402
+from engine.runtime import Engine  # noqa: E402
+from tests.support.environment import drop_shims  # noqa: E402
 
 TARGET_MS = 5.0
 MIN_N = 30  # iterations measured even when a case's share of --max-seconds has run out
-EXAMPLE = Path(__file__).resolve().parent.parent / "engine" / "example"
+EXAMPLE = REPO / "engine" / "example"
 
 HOOKS = {
     "python": (
@@ -72,16 +76,12 @@ def pct(values: list[float], p: float) -> float:
 
 
 def hook_env(keep_shims: bool = False) -> tuple[dict[str, str], str]:
-    """The environment for hooks (direct and engine alike): PATH without version-manager shims.
-
-    A pyenv/asdf shim for `python3` is a shell script that costs ~200 ms per start on its own,
-    which would bury the engine's overhead in noise; the hooks keep `#!/usr/bin/env python3`.
-    """
+    """The environment for hooks (direct and engine alike): PATH without version-manager shims, and
+    the python3 the hooks get (see drop_shims)."""
     env = dict(os.environ)
-    parts = env.get("PATH", "").split(os.pathsep)
-    kept = [p for p in parts if keep_shims or not p.rstrip("/").endswith("/shims")]
-    env["PATH"] = os.pathsep.join(kept)
-    return env, shutil.which("python3", path=env["PATH"]) or "?"
+    if keep_shims:
+        return env, shutil.which("python3", path=env.get("PATH")) or "?"
+    return env, drop_shims(env)
 
 
 def make_workspace(base: Path, kind: str, count: int) -> Path:

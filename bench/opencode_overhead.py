@@ -61,7 +61,6 @@ import contextlib
 import json
 import os
 import shutil
-import signal
 import socket
 import statistics
 import subprocess
@@ -77,12 +76,23 @@ from typing import Any
 import httpx
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # for tests/e2e/mock_llm.py (tests/ is not an installed package)
+sys.path.insert(0, str(REPO))  # for tests/e2e/mock_llm.py and tests/support (not installed packages)
 
 from engine.journal import Journal  # noqa: E402
 from tests.e2e.mock_llm import MockLLM, Reply  # noqa: E402
+from tests.support.engine_process import announcement, stop_workspace_engine  # noqa: E402
+from tests.support.environment import drop_shims, without_settings  # noqa: E402
+from tests.support.opencode import (  # noqa: E402
+    CONFIG_SEED,
+    OPENCODE_VERSION,
+    install_opencode,
+    make_home,
+    mock_provider,
+    opencode_env,
+)
+from tests.support.processes import free_port, pid_alive  # noqa: E402
+from tests.support.waiting import wait_for  # noqa: E402
 
-OPENCODE_VERSION = "1.18.33"
 TARGET_MS = 5.0
 RUN_TIMEOUT = 180.0
 WORDS = ("read", "the", "file")
@@ -215,36 +225,13 @@ def spread(values: list[float]) -> str:
     return f"min {min(values):.1f}, max {max(values):.1f}, n={len(values)}"
 
 
-def drop_shims(env: dict[str, str]) -> dict[str, str]:
-    """PATH without pyenv/asdf shim directories: hooks are `#!/usr/bin/env python3`, and a shim
-    costs ~200 ms per start. Both sides (with and without the plugin) get the same PATH."""
-    parts = env.get("PATH", "").split(os.pathsep)
-    env["PATH"] = os.pathsep.join(p for p in parts if not p.rstrip("/").endswith("/shims"))
-    return env
-
-
 def clean_env(keep_shims: bool) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCODE_", "EVOLVE_"))}
-    return env if keep_shims else drop_shims(env)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    with contextlib.suppress(OSError):
-        if Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "Z":
-            return False
-    return True
+    """The environment without EVOLVE_*/OPENCODE_* and, unless `keep_shims`, without version-manager
+    shims on PATH (both sides, with and without the plugin, get the same PATH)."""
+    env = without_settings()
+    if not keep_shims:
+        drop_shims(env)
+    return env
 
 
 def proc_cpu_ms(pid: int) -> tuple[float, float]:
@@ -258,52 +245,13 @@ def proc_cpu_ms(pid: int) -> tuple[float, float]:
     return (utime + stime) * 1000 / CLK_TCK, (cutime + cstime) * 1000 / CLK_TCK
 
 
-def opencode_binary() -> Path:
-    proc = subprocess.run(
-        [str(REPO / "scripts" / "install_opencode.sh")],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "OPENCODE_VERSION": OPENCODE_VERSION},
-    )
-    if proc.returncode != 0:
-        raise RuntimeError(f"scripts/install_opencode.sh failed:\n{proc.stdout}\n{proc.stderr}")
-    return Path(proc.stdout.strip().splitlines()[-1])
-
-
-def plugin_deps_ready(config_dir: Path) -> bool:
-    try:
-        manifest = json.loads((config_dir / "node_modules/@opencode-ai/plugin/package.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return bool(manifest.get("version") == OPENCODE_VERSION and (config_dir / "package-lock.json").is_file())
-
-
-def make_home(base: Path) -> Path:
+def bench_home(base: Path) -> Path:
     """An isolated HOME; opencode's one-time install of @opencode-ai/plugin is copied from the seed
     the end-to-end tests keep in .cache/ when there is one (else opencode installs it, from npm)."""
     home = base / "home"
-    for sub in (".config", ".local/share", ".cache", ".local/state"):
-        (home / sub).mkdir(parents=True, exist_ok=True)
-    seed = REPO / ".cache" / f"opencode-{OPENCODE_VERSION}" / "config-seed"
-    if plugin_deps_ready(seed):
-        shutil.copytree(seed, home / ".config" / "opencode", symlinks=True)
-    else:
-        print(f"(no {seed}: opencode installs @opencode-ai/plugin on its first run, from npm)")
+    if not make_home(home):
+        print(f"(no {CONFIG_SEED}: opencode installs @opencode-ai/plugin on its first run, from npm)")
     return home
-
-
-def opencode_env(base_env: dict[str, str], home: Path, cwd: Path) -> dict[str, str]:
-    env = dict(base_env)
-    env.update(
-        HOME=str(home),
-        XDG_CONFIG_HOME=str(home / ".config"),
-        XDG_DATA_HOME=str(home / ".local/share"),
-        XDG_CACHE_HOME=str(home / ".cache"),
-        XDG_STATE_HOME=str(home / ".local/state"),
-        PWD=str(cwd),  # opencode takes its project directory from $PWD
-    )
-    return env
 
 
 # ---- projects and runs --------------------------------------------------------------------------
@@ -321,13 +269,7 @@ class Project:
         return self.dir / "small.txt"
 
     def engine_announcement(self) -> dict[str, Any] | None:
-        if self.ws is None:
-            return None
-        try:
-            data: dict[str, Any] = json.loads((self.ws / "state" / "engine.json").read_text())
-            return data
-        except (OSError, ValueError):
-            return None
+        return None if self.ws is None else announcement(self.ws)
 
 
 @dataclass
@@ -377,8 +319,8 @@ class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.base = Path(tempfile.mkdtemp(prefix="evolve-bench-opencode-"))
-        self.bin = opencode_binary()
-        self.home = make_home(self.base)
+        self.bin = install_opencode()
+        self.home = bench_home(self.base)
         self.mock = MockLLM()
         self.env = clean_env(args.keep_shims)
         self.python = sys.executable
@@ -412,19 +354,7 @@ class Bench:
         proj.mkdir(parents=True)
         subprocess.run(["git", "init", "-q", str(proj)], check=True)
         (proj / "small.txt").write_text("".join(f"line {i}\n" for i in range(1, 6)))
-        config = {
-            "$schema": "https://opencode.ai/config.json",
-            "provider": {
-                "mock": {
-                    "name": "Mock",
-                    "options": {"apiKey": "test", "baseURL": self.mock.url},
-                    "models": {"mock": {"name": "Mock"}},
-                }
-            },
-            "model": "mock/mock",
-            "small_model": "mock/mock",
-        }
-        (proj / "opencode.json").write_text(json.dumps(config, indent=2))
+        (proj / "opencode.json").write_text(json.dumps(mock_provider(self.mock.url), indent=2))
         ws = None
         if plugin:
             ws = root / "ws"
@@ -587,17 +517,20 @@ class Bench:
                 stderr=subprocess.STDOUT,
             )
         url = f"http://127.0.0.1:{port}"
+
+        def healthy() -> bool:
+            if proc.poll() is not None:
+                raise RuntimeError(f"opencode serve exited {proc.returncode}: {log.read_text()[-2000:]}")
+            return httpx.get(f"{url}/global/health", timeout=2).json().get("healthy") is True
+
         try:
-            deadline = time.monotonic() + 60
-            while True:
-                if proc.poll() is not None:
-                    raise RuntimeError(f"opencode serve exited {proc.returncode}: {log.read_text()[-2000:]}")
-                with contextlib.suppress(httpx.HTTPError, ValueError):
-                    if httpx.get(f"{url}/global/health", timeout=2).json().get("healthy") is True:
-                        break
-                if time.monotonic() > deadline:
-                    raise RuntimeError(f"opencode serve did not get healthy: {log.read_text()[-2000:]}")
-                time.sleep(0.2)
+            wait_for(
+                "opencode serve to get healthy",
+                healthy,
+                timeout=60,
+                interval=0.2,
+                ignore=(httpx.HTTPError, ValueError),
+            )
             with httpx.Client(
                 base_url=url, headers={"x-opencode-directory": str(project.dir)}, timeout=30
             ) as http:
@@ -695,27 +628,8 @@ class Bench:
         return out
 
     def stop_engine(self) -> None:
-        if self.evolve.ws is None:
-            return
-        pids = set()
-        found = self.evolve.engine_announcement()
-        if found:
-            pids.add(int(found["pid"]))
-        with contextlib.suppress(Exception):
-            subprocess.run(
-                [self.python, "-m", "engine", "stop", "--workspace", str(self.evolve.ws)],
-                capture_output=True,
-                timeout=20,
-                cwd=REPO,
-                env=self.env,
-            )
-        deadline = time.monotonic() + 5
-        while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        for pid in pids:
-            if pid_alive(pid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
+        if self.evolve.ws is not None:
+            stop_workspace_engine(self.evolve.ws, self.env)
 
     def close(self) -> None:
         self.stop_engine()

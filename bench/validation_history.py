@@ -30,23 +30,16 @@ import tempfile
 import time
 from pathlib import Path
 
-from engine.runtime import Engine
-from engine.validation import copy_workspace
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))  # tests/support is not an installed package
+
+from engine.runtime import Engine  # noqa: E402
+from engine.validation import copy_workspace  # noqa: E402
+from tests.support.environment import drop_shims  # noqa: E402
 
 TARGET_S = 1.0
-EXAMPLE = Path(__file__).resolve().parent.parent / "engine" / "example"
+EXAMPLE = REPO / "engine" / "example"
 IDENT = "evolve <evolve@localhost>"
-
-
-def drop_shims() -> str:
-    """Take version-manager shims (pyenv, asdf) off PATH for this process and its children.
-
-    A pyenv `python3` shim is a shell script costing ~200 ms per start; the test and the hook
-    start python3 a dozen times each run. Returns the python3 used.
-    """
-    parts = os.environ.get("PATH", "").split(os.pathsep)
-    os.environ["PATH"] = os.pathsep.join(p for p in parts if not p.rstrip("/").endswith("/shims"))
-    return shutil.which("python3") or "?"
 
 
 def notebook(upto: int) -> bytes:
@@ -170,7 +163,7 @@ def time_copy(root: Path) -> float:
 
 
 async def main_async(args: argparse.Namespace) -> int:
-    python3 = "(PATH unchanged)" if args.keep_shims else drop_shims()
+    python3 = "(PATH unchanged)" if args.keep_shims else drop_shims(os.environ)
     print(f"python3 for the test and hook: {python3}; load average at start: {os.getloadavg()[0]:.2f}")
     base = Path(tempfile.mkdtemp(prefix="evolve-bench-validation-"))
     engines: dict[str, Engine] = {}

@@ -103,6 +103,10 @@ def cmd_init(args: argparse.Namespace) -> int:
                 created.append(target_rel)
 
     copy_tree(example_files(), "")
+    for rel in created:  # hooks and tests run as programs, even where package data lost its mode bits
+        folder, _, name = rel.partition("/")
+        if folder in ("hooks", "tests") and "/" not in name and not name.startswith("."):
+            (root / rel).chmod((root / rel).stat().st_mode | 0o111)
     store = GitStore(root)
     try:
         commit = store.ensure()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import sys
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -27,15 +28,22 @@ class InstallError(RuntimeError):
 
 
 def shim_file() -> Path:
-    """The plugin file shipped with this evolve: `shim/evolve.js` beside the engine package."""
-    candidates = [
-        Path(__file__).resolve().parent.parent / "shim" / "evolve.js",
-        Path(__file__).resolve().parent / "shim" / "evolve.js",
-    ]
-    for path in candidates:
-        if path.is_file():
-            return path
-    raise InstallError("cannot find shim/evolve.js next to the engine package; reinstall evolve")
+    """The plugin file shipped with this evolve: `evolve.js` of the package `evolve_shim`, which is the
+    repository's shim/ directory installed under that name. An editable install (or a checkout run
+    without installing) uses the checkout's shim/evolve.js: Python 3.11 cannot read a namespace
+    package of an editable install through importlib.resources."""
+    try:
+        installed = resources.files("evolve_shim").joinpath("evolve.js")
+    except (ModuleNotFoundError, NotADirectoryError):
+        installed = None
+    if isinstance(installed, Path) and installed.is_file():
+        return installed.resolve()
+    checkout = Path(__file__).resolve().parent.parent / "shim" / "evolve.js"
+    if checkout.is_file():
+        return checkout
+    raise InstallError(
+        "cannot find the evolve plugin (evolve_shim/evolve.js) in this installation; reinstall evolve"
+    )
 
 
 def config_path(project: Path) -> Path:
@@ -63,6 +71,7 @@ def read_config(path: Path) -> dict[str, Any]:
 
 
 def _is_ours(entry: object) -> bool:
+    """A plugin entry of evolve: a checkout's shim/evolve.js or an installed evolve_shim/evolve.js."""
     spec = entry[0] if isinstance(entry, list) and entry else entry
     return isinstance(spec, str) and spec.rstrip("/").endswith("shim/evolve.js")
 

@@ -33,8 +33,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
-import json
 import os
 import shutil
 import subprocess
@@ -45,10 +43,12 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
-import httpx
-
 ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # evolve_console of this checkout, and tests/support (not an installed package)
+
+from tests.support.engine_process import EngineProcess  # noqa: E402
+from tests.support.environment import EVOLVE, isolated_env  # noqa: E402
+from tests.support.waiting import wait_for  # noqa: E402
 
 FLAKY_HOOK = """#!/bin/sh
 # A hook that answers nothing, except when its metrics service is down: on observe_message, and on
@@ -83,67 +83,17 @@ SESSIONS = {
 }
 
 
-class Api:
-    def __init__(self, url: str, token: str) -> None:
-        self.http = httpx.Client(base_url=url, headers={"authorization": f"Bearer {token}"}, timeout=120)
-
-    def get(self, path: str, **params: Any) -> Any:
-        resp = self.http.get(path, params=params)
-        resp.raise_for_status()
-        return resp.json()
-
-    def post(self, path: str, body: dict[str, Any] | None = None) -> Any:
-        resp = self.http.post(path, json=body or {})
-        if resp.status_code >= 400:
-            raise RuntimeError(f"POST {path}: HTTP {resp.status_code}: {resp.text[:500]}")
-        return resp.json()
-
-    def call(self, tool: str, args: dict[str, Any], session: str, call_id: str) -> dict[str, Any]:
-        result: dict[str, Any] = self.post(
-            f"/v1/tools/{tool}/call", {"args": args, "session": session, "call_id": call_id}
-        )
-        if result.get("error"):
-            raise RuntimeError(f"{tool} failed: {result['error']}")
-        return result
+def call(
+    engine: EngineProcess, tool: str, args: dict[str, Any], session: str, call_id: str
+) -> dict[str, Any]:
+    """A tool call through the API, as the shim makes it; a failed call stops the script."""
+    result = engine.call_tool(tool, args, session=session, call_id=call_id)
+    if result.get("error"):
+        raise RuntimeError(f"{tool} failed: {result['error']}")
+    return result
 
 
-def wait_for(what: str, check: Callable[[], Any], timeout: float = 30.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        with contextlib.suppress(httpx.HTTPError, OSError, ValueError, KeyError):
-            value = check()
-            if value:
-                return value
-        time.sleep(0.1)
-    raise RuntimeError(f"timed out waiting for {what}")
-
-
-def start_engine(workspace: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Api]:
-    log = open(workspace.parent / "engine.log", "ab")  # noqa: SIM115 - handed to the child
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "engine", "serve", "--workspace", str(workspace)],
-        cwd=ROOT,
-        env=env,
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=log,
-        start_new_session=True,
-    )
-    log.close()
-
-    def announced() -> dict[str, Any] | None:
-        if proc.poll() is not None:
-            raise SystemExit(f"the engine exited; see {workspace.parent / 'engine.log'}")
-        data = json.loads((workspace / "state" / "engine.json").read_text())
-        return data if data["pid"] == proc.pid else None
-
-    data = wait_for("the engine's announcement", announced, 60)
-    api = Api(data["url"], data["token"])
-    wait_for("the engine's health", lambda: api.get("/v1/health")["ok"])
-    return proc, api
-
-
-def make_activity(api: Api, workspace: Path) -> dict[str, str]:
+def make_activity(engine: EngineProcess, workspace: Path) -> dict[str, str]:
     """Real activity through the API; returns the ids of the rows to select."""
     # A new hook appears: the watcher commits it ("external change") and discovers it.
     hook = workspace / "hooks" / "flaky.sh"
@@ -151,24 +101,26 @@ def make_activity(api: Api, workspace: Path) -> dict[str, str]:
     hook.chmod(0o755)
     wait_for(
         "flaky.sh to be discovered",
-        lambda: any(h["file"] == "flaky.sh" for h in api.get("/v1/status")["hooks"]),
+        lambda: any(h["file"] == "flaky.sh" for h in engine.get("/v1/status")["hooks"]),
+        timeout=30,
     )
     wait_for(
         "the external change to be committed",
-        lambda: any("hooks/flaky.sh" in (c.get("files") or []) for c in api.get("/v1/changes")["changes"]),
+        lambda: any("hooks/flaky.sh" in (c.get("files") or []) for c in engine.get("/v1/changes")["changes"]),
+        timeout=30,
     )
 
     # Two opencode sessions: title, model, frozen system prompt (mutate_request).
     for sid, (title, agent, (provider, model)) in SESSIONS.items():
-        api.post(
+        engine.post(
             "/v1/opencode/event",
             {"type": "session.created", "properties": {"info": {"id": sid, "title": title}}},
         )
-        api.post(
+        engine.post(
             "/v1/opencode/chat-message",
             {"session": sid, "agent": agent, "model": {"providerID": provider, "modelID": model}},
         )
-        api.post("/v1/opencode/system", {"session": sid, "system": OPENCODE_SYSTEM})
+        engine.post("/v1/opencode/system", {"session": sid, "system": OPENCODE_SYSTEM})
 
     history = [
         {
@@ -177,13 +129,15 @@ def make_activity(api: Api, workspace: Path) -> dict[str, str]:
         }
     ]
     # The agent's tool calls: a note, then a prompt edit.
-    api.call(
+    call(
+        engine,
         "notes_add",
         {"text": "Money is integer cents everywhere; never float.", "priority": "high", "tags": ["shop"]},
         "ses_alpha",
         "call_notes_1",
     )
-    edit = api.call(
+    edit = call(
+        engine,
         "evolve_prompt_edit",
         {
             "prompt": "chat.md",
@@ -194,7 +148,7 @@ def make_activity(api: Api, workspace: Path) -> dict[str, str]:
         "call_edit_1",
     )
     # ses_alpha's answer: observe_message (flaky.sh fails, recover steps in), then idle.
-    api.post(
+    engine.post(
         "/v1/opencode/assistant",
         {
             "session": "ses_alpha",
@@ -207,7 +161,8 @@ def make_activity(api: Api, workspace: Path) -> dict[str, str]:
         },
     )
     # ses_beta edits the heartbeat prompt; the operator approves the first edit, reverts this one.
-    second = api.call(
+    second = call(
+        engine,
         "evolve_prompt_edit",
         {
             "prompt": "heartbeat.md",
@@ -217,29 +172,26 @@ def make_activity(api: Api, workspace: Path) -> dict[str, str]:
         "ses_beta",
         "call_edit_2",
     )
-    api.post(f"/v1/changes/{edit['commit']}/approve", {"by": "operator"})
-    api.post(f"/v1/changes/{second['commit']}/revert", {"by": "operator"})
-    api.post("/v1/heartbeat/fire")
+    engine.post(f"/v1/changes/{edit['commit']}/approve", {"by": "operator"})
+    engine.post(f"/v1/changes/{second['commit']}/revert", {"by": "operator"})
+    engine.post("/v1/heartbeat/fire")
 
-    failed = api.get("/v1/runs", hook="flaky.sh", stage="observe_message", failed="true")["runs"]
+    failed = engine.get("/v1/runs", hook="flaky.sh", stage="observe_message", failed="true")["runs"]
     dispatches = [
-        d for d in api.get("/v1/dispatches", stage="mutate_request")["dispatches"] if d["recovered"]
+        d for d in engine.get("/v1/dispatches", stage="mutate_request")["dispatches"] if d["recovered"]
     ]
     if not failed or not dispatches:
         raise RuntimeError("the activity did not produce a failed run and a recovered dispatch")
     return {"run": failed[0]["id"], "dispatch": dispatches[0]["id"], "change": edit["commit"]}
 
 
-async def shoot(
-    api: Api, workspace: Path, ids: dict[str, str], out: Path, size: tuple[int, int]
-) -> list[Path]:
+async def shoot(engine: EngineProcess, ids: dict[str, str], out: Path, size: tuple[int, int]) -> list[Path]:
 
     from evolve_console.app import EvolveConsole
-    from evolve_console.client import Target
     from evolve_console.detail import DetailPane
     from evolve_console.table import KeyedTable
 
-    app = EvolveConsole(Target(str(api.http.base_url), api.http.headers["authorization"][7:], str(workspace)))
+    app = EvolveConsole(engine.target)
     saved: list[Path] = []
 
     async with app.run_test(size=size) as pilot:
@@ -344,33 +296,18 @@ def main() -> int:
 
     base = Path(tempfile.mkdtemp(prefix="evolve-screenshots-"))
     home = base / "home"
-    home.mkdir()
-    (home / "empty.gitconfig").touch()
-    env = {
-        k: v for k, v in os.environ.items() if not k.startswith(("EVOLVE_", "OPENCODE_", "GIT_", "TEXTUAL_"))
-    }
-    env.update(HOME=str(home), GIT_CONFIG_GLOBAL=str(home / "empty.gitconfig"), GIT_CONFIG_NOSYSTEM="1")
+    env = isolated_env(home)
     workspace = home / "workspace"
     subprocess.run(
-        [sys.executable, "-m", "engine", "init", str(workspace)],
-        cwd=ROOT,
-        env=env,
-        check=True,
-        stdout=subprocess.DEVNULL,
+        [*EVOLVE, "init", str(workspace)], cwd=ROOT, env=env, check=True, stdout=subprocess.DEVNULL
     )
-    proc, api = start_engine(workspace, env)
+    engine = EngineProcess(workspace, env, home / "engine.log", cwd=ROOT, own_session=True)
     try:
-        ids = make_activity(api, workspace)
-        svgs = asyncio.run(shoot(api, workspace, ids, out, (cols, rows)))
+        engine.start(timeout=60)
+        ids = make_activity(engine, workspace)
+        svgs = asyncio.run(shoot(engine, ids, out, (cols, rows)))
     finally:
-        with contextlib.suppress(httpx.HTTPError):
-            api.post("/v1/shutdown")
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.terminate()
-            proc.wait(10)
-        api.http.close()
+        engine.stop(wait=20)
         if args.keep:
             print(f"kept {base}")
         else:

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Everything CI checks: lint, format, types, then the whole test suite (unit, console, and
-# end-to-end against real opencode, which scripts/install_opencode.sh fetches from npm).
+# Everything CI checks: lint, format, types, then the whole test suite (unit, console, the wheel
+# installed into a fresh venv (tests/test_packaging.py), and end-to-end against real opencode, which
+# scripts/install_opencode.sh fetches from npm).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/bootstrap.sh

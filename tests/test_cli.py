@@ -18,7 +18,9 @@ from typing import Any
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+from tests.support.environment import REPO, isolated_env
+from tests.support.processes import pid_alive, wait_gone
+
 EXAMPLE_FILES = [
     "config/evolve.jsonc",
     "hooks/notes.py",
@@ -136,24 +138,6 @@ def files_of(ws: Path) -> dict[str, bytes]:
     return out
 
 
-def process_gone(pid: int) -> bool:
-    """True when `pid` no longer runs (it is gone, or a zombie waiting to be reaped)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
-
-
-def wait_until(predicate: Any, seconds: float) -> bool:
-    deadline = time.monotonic() + seconds
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.05)
-    return bool(predicate())
-
-
 def runs_by_hook(verbose: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:
     """The runs of a `stage -v` output by (hook file, stage)."""
     return {(r["hook"], r["stage"]): r for r in verbose["runs"]}
@@ -165,19 +149,7 @@ def runs_by_hook(verbose: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any
 @pytest.fixture(scope="module")
 def env(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
     home = tmp_path_factory.mktemp("home")
-    gitconfig = home / "empty.gitconfig"
-    gitconfig.write_text("")
-    clean = {
-        k: v for k, v in os.environ.items() if not k.startswith(("EVOLVE_", "OPENCODE_", "GIT_", "PYTHON"))
-    }
-    clean.update(
-        HOME=str(home),
-        GIT_CONFIG_GLOBAL=str(gitconfig),
-        GIT_CONFIG_NOSYSTEM="1",
-        PYTHONPATH=str(REPO),
-        PYTHONDONTWRITEBYTECODE="1",
-    )
-    return clean
+    return isolated_env(home, drop=("PYTHON",), PYTHONPATH=str(REPO), PYTHONDONTWRITEBYTECODE="1")
 
 
 @pytest.fixture(scope="module")
@@ -374,9 +346,9 @@ def test_a_hung_hook_and_its_grandchild_are_killed_at_the_timeout(
     )
     hook_pid = int((pids / "hook").read_text())
     grandchild_pid = int((pids / "grandchild").read_text())
-    assert wait_until(lambda: process_gone(hook_pid) and process_gone(grandchild_pid), 3), (
-        f"still running: hook {hook_pid} {not process_gone(hook_pid)}, "
-        f"grandchild {grandchild_pid} {not process_gone(grandchild_pid)}"
+    assert wait_gone(hook_pid, grandchild_pid, timeout=3), (
+        f"still running: hook {hook_pid} {pid_alive(hook_pid)}, "
+        f"grandchild {grandchild_pid} {pid_alive(grandchild_pid)}"
     )
 
 

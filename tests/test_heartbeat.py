@@ -28,6 +28,7 @@ from engine.opencode import OpencodeUnreachable as Unreachable
 from engine.protocol.events import Event
 from engine.protocol.records import TickResult
 from engine.runtime import Engine
+from tests.support.processes import pid_alive
 
 INTERVAL_S = 10.0  # heartbeat_ms 10000 in every test unless said otherwise
 MODEL = {"providerID": "prov", "modelID": "mod"}
@@ -596,24 +597,15 @@ def test_stop_during_the_heartbeat_hook_kills_the_hook(tmp_path: Path) -> None:
             pid = int(pid_file.read_text())
             try:
                 await h.hb.stop()
-                await until(lambda: not alive(pid), "the hook process to end", timeout=1.5)
+                await until(lambda: not pid_alive(pid), "the hook process to end", timeout=1.5)
             finally:
-                if alive(pid):
+                if pid_alive(pid):
                     os.killpg(pid, signal.SIGKILL)
-                    await until(lambda: not alive(pid), "the leftover hook to be reaped")
+                    await until(lambda: not pid_alive(pid), "the leftover hook to be reaped")
                 gc.collect()  # close the leaked pipe transports while the loop still runs
                 await settle()
 
     run(main())
-
-
-def alive(pid: int) -> bool:
-    """The process exists and is not a zombie."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return fields[0] != "Z"
 
 
 # ---- skips --------------------------------------------------------------------------------------

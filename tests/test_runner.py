@@ -19,6 +19,7 @@ import pytest
 
 from engine.protocol.records import HookRun, new_id
 from engine.runner import KILL_GRACE_S, STDERR_LIMIT, execute, parse_jsonl
+from tests.support.processes import wait_gone
 
 PY = sys.executable  # a real python3; the pyenv shim on PATH is slow to start
 
@@ -82,28 +83,6 @@ def timed(fn: Any, *args: Any, **kw: Any) -> tuple[HookRun, float]:
     t0 = time.monotonic()
     out = fn(*args, **kw)
     return out, time.monotonic() - t0
-
-
-def alive(pid: int) -> bool:
-    """True while `pid` exists and is not a zombie."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def wait_gone(pid: int, within_s: float = 5.0) -> bool:
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        if not alive(pid):
-            return True
-        time.sleep(0.02)
-    return not alive(pid)
 
 
 def wait_file(path: Path, within_s: float = 5.0) -> str:

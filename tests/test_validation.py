@@ -13,6 +13,7 @@ import pytest
 
 from engine.gitstore import GitStore
 from engine.validation import Validation, validate
+from tests.support.processes import pid_alive, wait_gone
 
 HOOK = "#!/bin/sh\necho original\n"
 CANDIDATE = "#!/bin/sh\necho candidate\n"
@@ -179,24 +180,6 @@ def test_test_without_shebang(tmp_path: Path) -> None:
     assert "cannot start tests/noshebang" in result.output
 
 
-def alive(pid: int) -> bool:
-    """True while the process exists and is not a zombie (an unreaped zombie is dead enough)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] != "Z"
-
-
-def wait_dead(pid: int, timeout: float = 5.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
-
-
 def test_hanging_test_and_its_grandchild_are_killed(tmp_path: Path) -> None:
     ws = make_ws(tmp_path)
     pids = tmp_path / "pids"
@@ -219,9 +202,9 @@ sleep 30
     assert elapsed < 6
     grandchild = int(pids.read_text())
     try:
-        assert wait_dead(grandchild), f"grandchild {grandchild} survived the timeout"
+        assert wait_gone(grandchild), f"grandchild {grandchild} survived the timeout"
     finally:
-        if alive(grandchild):
+        if pid_alive(grandchild):
             os.kill(grandchild, 9)
     copy = Path((tmp_path / "copy").read_text().strip())
     assert not copy.exists()
@@ -244,7 +227,7 @@ def test_background_child_holding_stdout_does_not_turn_a_pass_into_a_timeout(tmp
     try:
         result = run(ws, name, timeout_ms=1500)
     finally:
-        if pids.exists() and alive(int(pids.read_text())):
+        if pids.exists() and pid_alive(int(pids.read_text())):
             os.kill(int(pids.read_text()), 9)
     assert result.ok is True, result.output
     assert result.output == "passed\n"

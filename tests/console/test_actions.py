@@ -26,7 +26,6 @@ from evolve_console.screens import ConfirmScreen, MoreScreen, ResultScreen, Stag
 from evolve_console.section import Section
 from evolve_console.table import KeyedTable
 from tests.console.conftest import (
-    EngineProcess,
     StartEngine,
     cell_text,
     connected,
@@ -38,6 +37,7 @@ from tests.console.conftest import (
     wait_until,
     write_hook,
 )
+from tests.support.engine_process import EngineProcess
 
 SIZE = (140, 40)
 Scenario = Callable[[EvolveConsole, Pilot[Any], list[Message]], Coroutine[Any, Any, None]]

@@ -43,14 +43,9 @@ from evolve_console.app import EvolveConsole
 from evolve_console.client import Target
 from evolve_console.detail import DetailPane
 from evolve_console.table import KeyedTable
-from tests.console.conftest import (
-    EngineProcess,
-    connected,
-    make_isolated_env,
-    run_git,
-    settle,
-    wait_until,
-)
+from tests.console.conftest import connected, make_isolated_env, settle, wait_until
+from tests.support.engine_process import EngineProcess
+from tests.support.environment import run_git
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 UPDATE = os.environ.get("EVOLVE_UPDATE_SNAPSHOTS") == "1"

@@ -14,26 +14,28 @@ Skipped when tmux is not installed (`apt-get install tmux`).
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
 import shutil
-import signal
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 
+from tests.support.engine_process import EngineProcess, stop_workspace_engine
+from tests.support.environment import isolated_env
+from tests.support.processes import pid_alive, wait_gone
+from tests.support.terminal import Terminal
+from tests.support.waiting import wait_for
+
 pytestmark = pytest.mark.skipif(
     shutil.which("tmux") is None, reason="tmux is not installed (apt-get install tmux)"
 )
-
-WIDTH, HEIGHT = 140, 40
 
 
 def installed_evolve() -> str:
@@ -49,78 +51,7 @@ def installed_evolve() -> str:
 
 def clean_env(home: Path) -> dict[str, str]:
     """HOME in tmp, no workspace or evolve settings of the developer, an empty global git config."""
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("EVOLVE_", "OPENCODE_", "GIT_", "TEXTUAL_", "XDG_", "TMUX"))
-    }
-    home.mkdir(parents=True, exist_ok=True)
-    (home / "empty.gitconfig").touch()
-    env.update(
-        HOME=str(home),
-        GIT_CONFIG_GLOBAL=str(home / "empty.gitconfig"),
-        GIT_CONFIG_NOSYSTEM="1",
-        XDG_CONFIG_HOME=str(home / ".config"),
-        TERM="xterm-256color",
-    )
-    return env
-
-
-class Terminal:
-    """One tmux server of this test's own (its socket in tmp), with one 140x40 window."""
-
-    def __init__(self, tmp: Path, env: dict[str, str]) -> None:
-        self.socket = tmp / "tmux.sock"
-        self.conf = tmp / "tmux.conf"
-        self.conf.write_text("set -g remain-on-exit on\nset -g status off\n")
-        self.env = env
-
-    def tmux(self, *args: str) -> str:
-        proc = subprocess.run(
-            ["tmux", "-S", str(self.socket), "-f", str(self.conf), *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=15,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise AssertionError(f"tmux {' '.join(args)} exited {proc.returncode}: {proc.stderr}")
-        return proc.stdout
-
-    def start(self, command: str, cwd: Path) -> None:
-        self.tmux(
-            "new-session", "-d", "-s", "t", "-x", str(WIDTH), "-y", str(HEIGHT), "-c", str(cwd), command
-        )
-
-    def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-t", "t")
-
-    def keys(self, *keys: str) -> None:
-        self.tmux("send-keys", "-t", "t", *keys)
-
-    def wait_for(self, what: str, check: Callable[[str], bool], timeout: float = 30.0) -> str:
-        deadline = time.monotonic() + timeout
-        screen = ""
-        while time.monotonic() < deadline:
-            screen = self.screen()
-            if check(screen):
-                return screen
-            time.sleep(0.1)
-        raise AssertionError(f"the screen never showed {what} within {timeout:.0f} s; it shows:\n{screen}")
-
-    def kill(self) -> None:
-        with contextlib.suppress(AssertionError, subprocess.TimeoutExpired, OSError):
-            self.tmux("kill-server")
-
-
-def alive(pid: int) -> bool:
-    """True while the process exists and is not a zombie."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
+    return isolated_env(home, drop=("TMUX",), TERM="xterm-256color")
 
 
 @pytest.fixture
@@ -134,15 +65,8 @@ def terminal(tmp_path: Path) -> Iterator[tuple[Terminal, dict[str, str], Path]]:
     finally:
         term.kill()
         # Whatever happened, no engine of this test outlives it (only the one it caused, by pid).
-        with contextlib.suppress(OSError, ValueError, KeyError):
-            pid = int(json.loads((workspace / "state" / "engine.json").read_text())["pid"])
-            if alive(pid):
-                subprocess.run([installed_evolve(), "stop"], env=env, timeout=30, capture_output=True)
-                deadline = time.monotonic() + 15
-                while alive(pid) and time.monotonic() < deadline:
-                    time.sleep(0.1)
-                if alive(pid):
-                    os.kill(pid, signal.SIGKILL)
+        if (workspace / "state" / "engine.json").exists():
+            stop_workspace_engine(workspace, env, command=[installed_evolve()], timeout=15)
 
 
 def test_console_starts_engine_shows_views_and_quits_leaving_engine_running(
@@ -159,7 +83,7 @@ def test_console_starts_engine_shows_views_and_quits_leaving_engine_running(
     assert "Hook runs" in screen and "Self-modifications" in screen
     announcement = json.loads((workspace / "state" / "engine.json").read_text())
     engine_pid = int(announcement["pid"])
-    assert alive(engine_pid)
+    assert pid_alive(engine_pid)
 
     # 5: self-modifications, with the workspace's initial commit.
     term.keys("5")
@@ -182,7 +106,7 @@ def test_console_starts_engine_shows_views_and_quits_leaving_engine_running(
     assert status_file.read_text().strip() == "0", "the console exited with an error:\n" + term.screen()
 
     # ...and the engine it started keeps running and answering.
-    assert alive(engine_pid), "closing the console stopped the engine"
+    assert pid_alive(engine_pid), "closing the console stopped the engine"
     health = httpx.get(
         f"{announcement['url']}/v1/health",
         headers={"authorization": f"Bearer {announcement['token']}"},
@@ -192,10 +116,7 @@ def test_console_starts_engine_shows_views_and_quits_leaving_engine_running(
 
     stop = subprocess.run([evolve, "stop"], env=env, capture_output=True, text=True, timeout=30)
     assert stop.returncode == 0, stop.stderr
-    deadline = time.monotonic() + 15
-    while alive(engine_pid):
-        assert time.monotonic() < deadline, "evolve stop did not stop the engine"
-        time.sleep(0.1)
+    assert wait_gone(engine_pid, timeout=15), "evolve stop did not stop the engine"
     assert not (workspace / "state" / "engine.json").exists()
 
 
@@ -206,29 +127,16 @@ def test_console_run_count_equals_the_journal_on_start(
     evolve = installed_evolve()
     # The engine first, and its discover run committed to the journal, so the console finds both.
     subprocess.run([evolve, "init", str(workspace)], env=env, check=True, capture_output=True, timeout=60)
-    engine = subprocess.Popen(
-        [evolve, "serve"],
-        env=env,
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        start_new_session=True,
+    engine = EngineProcess(
+        workspace, env, tmp_path / "engine.log", command=[evolve], cwd=tmp_path, own_session=True
     )
     try:
-        counts: dict[str, int] = {}
-        deadline = time.monotonic() + 60
-        while counts.get("runs", 0) < 1:
-            assert engine.poll() is None and time.monotonic() < deadline, "the engine did not start"
-            time.sleep(0.1)
-            with contextlib.suppress(OSError, ValueError, KeyError, httpx.HTTPError):
-                announcement = json.loads((workspace / "state" / "engine.json").read_text())
-                counts = httpx.get(
-                    f"{announcement['url']}/v1/runs",
-                    params={"limit": 1},
-                    headers={"authorization": f"Bearer {announcement['token']}"},
-                    timeout=5,
-                ).json()["counts"]
+        engine.start(timeout=60)
+        wait_for(
+            "the engine's discover run in the journal",
+            lambda: engine.get("/v1/runs", limit=1)["counts"]["runs"] >= 1,
+            timeout=60,
+        )
 
         term.start(f"{evolve} console", cwd=tmp_path)
         screen = term.wait_for(
@@ -247,20 +155,10 @@ def test_console_run_count_equals_the_journal_on_start(
             value = int(match.group(1).replace(",", "")) if match else None
             if value != shown:
                 shown, since = value, time.monotonic()
-        counts = httpx.get(
-            f"{announcement['url']}/v1/runs",
-            params={"limit": 1},
-            headers={"authorization": f"Bearer {announcement['token']}"},
-            timeout=5,
-        ).json()["counts"]
+        counts = engine.get("/v1/runs", limit=1)["counts"]
         assert shown == counts["runs"], (
             f"the console shows {shown} runs, the journal has {counts['runs']}:\n{screen}"
         )
     finally:
         term.kill()
-        subprocess.run([evolve, "stop"], env=env, capture_output=True, timeout=30)
-        try:
-            engine.wait(15)
-        except subprocess.TimeoutExpired:
-            engine.kill()
-            engine.wait()
+        engine.stop(wait=15)

@@ -17,11 +17,7 @@ import contextlib
 import json
 import os
 import shutil
-import signal
-import socket
 import subprocess
-import sys
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,11 +28,12 @@ import pytest
 
 from engine.journal import Journal
 from tests.e2e.mock_llm import MockLLM, Request
+from tests.support.engine_process import announcement, stop_workspace_engine
+from tests.support.environment import EVOLVE, REPO, without_settings
+from tests.support.opencode import install_opencode, keep_seed, make_home, mock_provider, opencode_env
+from tests.support.processes import free_port
+from tests.support.waiting import wait_for
 
-REPO = Path(__file__).resolve().parents[2]
-INSTALL_SCRIPT = REPO / "scripts" / "install_opencode.sh"
-OPENCODE_VERSION = "1.18.33"
-EVOLVE = [sys.executable, "-m", "engine"]
 RUN_TIMEOUT = float(os.environ.get("E2E_RUN_TIMEOUT", "120"))
 PRINT_LOGS = os.environ.get("E2E_PRINT_LOGS", "") not in ("", "0")
 
@@ -58,56 +55,14 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 # ---- helpers ---------------------------------------------------------------------------------------
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout: float = 20.0, interval: float = 0.1) -> T:
-    """Poll `probe` until it returns something truthy; fail with `what` after `timeout` seconds."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(interval)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # A zombie (dead, not yet reaped by its parent) counts as gone.
-    with contextlib.suppress(OSError):
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        if fields and fields[0] == "Z":
-            return False
-    return True
-
-
 def evolve(*args: str, check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess[str]:
     """Run the evolve CLI of this checkout (the same command the shim is configured with)."""
     proc = subprocess.run(
-        [*EVOLVE, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO, env=clean_env()
+        [*EVOLVE, *args], capture_output=True, text=True, timeout=timeout, cwd=REPO, env=without_settings()
     )
     if check and proc.returncode != 0:
         pytest.fail(f"evolve {' '.join(args)} exited {proc.returncode}:\n{proc.stdout}\n{proc.stderr}")
     return proc
-
-
-def clean_env(base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment without anything that would point opencode or evolve elsewhere."""
-    env = dict(os.environ if base is None else base)
-    for key in list(env):
-        if key.startswith(("OPENCODE_", "EVOLVE_")):
-            del env[key]
-    return env
 
 
 def describe(proc: subprocess.CompletedProcess[str] | subprocess.Popen[str]) -> str:
@@ -180,65 +135,20 @@ def session_of(req: Request) -> str:
 def opencode_bin() -> Path:
     if shutil.which("npm") is None and not any((REPO / ".cache").glob("opencode-*/node_modules")):
         pytest.skip("npm is needed to install opencode for the end-to-end tests")
-    proc = subprocess.run(
-        [str(INSTALL_SCRIPT)],
-        capture_output=True,
-        text=True,
-        timeout=900,
-        env={**os.environ, "OPENCODE_VERSION": OPENCODE_VERSION},
-    )
-    if proc.returncode != 0:
-        pytest.fail(f"scripts/install_opencode.sh failed: {describe(proc)}")
-    path = Path(proc.stdout.strip().splitlines()[-1])
-    assert path.is_file(), path
-    return path
-
-
-def plugin_deps_ready(config_dir: Path) -> bool:
-    """Whether opencode's own install of @opencode-ai/plugin into this config dir is complete."""
     try:
-        manifest = json.loads((config_dir / "node_modules/@opencode-ai/plugin/package.json").read_text())
-    except (OSError, ValueError):
-        return False
-    return bool(manifest.get("version") == OPENCODE_VERSION and (config_dir / "package-lock.json").is_file())
+        return install_opencode()
+    except RuntimeError as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture(scope="session")
 def oc_home(tmp_path_factory: pytest.TempPathFactory, opencode_bin: Path) -> Iterator[Path]:
-    """One isolated HOME for the whole session. Before it loads any plugin, opencode installs
-    @opencode-ai/plugin (63 MB, 5-15 s, from the npm registry) into $XDG_CONFIG_HOME/opencode; the
-    first session keeps a copy in .cache/opencode-<version>/config-seed and later sessions start
-    from it, so they neither wait for that install nor need the registry."""
+    """One isolated HOME for the whole session, so that opencode's one-time install of
+    @opencode-ai/plugin is paid once (and, through the seed it leaves in .cache/, once per machine)."""
     home = tmp_path_factory.mktemp("opencode-home")
-    for sub in (".config", ".local/share", ".cache", ".local/state"):
-        (home / sub).mkdir(parents=True, exist_ok=True)
-    config_dir = home / ".config" / "opencode"
-    seed = REPO / ".cache" / f"opencode-{OPENCODE_VERSION}" / "config-seed"
-    if plugin_deps_ready(seed):
-        shutil.copytree(seed, config_dir, symlinks=True)
+    make_home(home)
     yield home
-    if not plugin_deps_ready(seed) and plugin_deps_ready(config_dir):
-        staging = seed.with_name(f"config-seed.{os.getpid()}")
-        with contextlib.suppress(OSError):
-            shutil.rmtree(staging, ignore_errors=True)
-            shutil.copytree(config_dir, staging, symlinks=True)
-            shutil.rmtree(seed, ignore_errors=True)
-            staging.rename(seed)
-        shutil.rmtree(staging, ignore_errors=True)
-
-
-def opencode_env(home: Path, cwd: Path) -> dict[str, str]:
-    env = clean_env()
-    env.update(
-        HOME=str(home),
-        XDG_CONFIG_HOME=str(home / ".config"),
-        XDG_DATA_HOME=str(home / ".local/share"),
-        XDG_CACHE_HOME=str(home / ".cache"),
-        XDG_STATE_HOME=str(home / ".local/state"),
-        # opencode takes its project directory from $PWD, not from the real working directory.
-        PWD=str(cwd),
-    )
-    return env
+    keep_seed(home)
 
 
 @pytest.fixture
@@ -321,7 +231,7 @@ class Project:
 
     @property
     def env(self) -> dict[str, str]:
-        return opencode_env(self.home, self.dir)
+        return opencode_env(without_settings(), self.home, self.dir)
 
     def run_argv(self, words: tuple[str, ...]) -> list[str]:
         # Words as separate argv items: a single argument with spaces reaches the LLM in quotes.
@@ -397,11 +307,7 @@ class Project:
     # ---- the engine and its workspace ---------------------------------------------------------------
 
     def announcement(self) -> dict[str, Any] | None:
-        try:
-            data: dict[str, Any] = json.loads((self.ws / "state" / "engine.json").read_text())
-            return data
-        except (OSError, ValueError):
-            return None
+        return announcement(self.ws)
 
     def engine_api(self, path: str, method: str = "GET", **kwargs: Any) -> Any:
         found = self.announcement()
@@ -468,36 +374,7 @@ class Project:
 
     def stop_engine(self) -> None:
         """`evolve stop`, then SIGKILL whatever engine is still announced or was announced before."""
-        pids = set()
-        found = self.announcement()
-        if found:
-            pids.add(int(found["pid"]))
-        evolve("stop", "--workspace", str(self.ws), check=False, timeout=20)
-        found = self.announcement()
-        if found:
-            pids.add(int(found["pid"]))
-        deadline = time.monotonic() + 5
-        while any(pid_alive(p) for p in pids) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        for pid in pids:
-            if pid_alive(pid):
-                with contextlib.suppress(ProcessLookupError):
-                    os.kill(pid, signal.SIGKILL)
-
-
-def mock_provider(url: str) -> dict[str, Any]:
-    return {
-        "$schema": "https://opencode.ai/config.json",
-        "provider": {
-            "mock": {
-                "name": "Mock",
-                "options": {"apiKey": "test", "baseURL": url},
-                "models": {"mock": {"name": "Mock"}},
-            }
-        },
-        "model": "mock/mock",
-        "small_model": "mock/mock",
-    }
+        stop_workspace_engine(self.ws, without_settings())
 
 
 @pytest.fixture

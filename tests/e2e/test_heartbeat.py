@@ -15,19 +15,12 @@ import subprocess
 import threading
 from typing import Any
 
-from tests.e2e.conftest import (
-    EVOLVE,
-    REPO,
-    Project,
-    Serve,
-    clean_env,
-    evolve,
-    last_user_text,
-    pid_alive,
-    session_of,
-    wait_for,
-)
+from tests.e2e.conftest import Project, Serve, evolve, last_user_text, session_of
 from tests.e2e.mock_llm import Reply, Request
+from tests.support.engine_process import EngineProcess
+from tests.support.environment import REPO, without_settings
+from tests.support.processes import pid_alive
+from tests.support.waiting import wait_for
 
 HEARTBEAT_TITLE = re.compile(r"^heartbeat \(\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}[+-]\d{2}:\d{2}\)$")
 TICK_MS = 1000
@@ -309,41 +302,18 @@ def test_fire_under_opencode_run(project: Project) -> None:
 # ---- pause and resume across an engine restart --------------------------------------------------------
 
 
-def start_engine(project: Project) -> subprocess.Popen[bytes]:
+def start_engine(project: Project) -> EngineProcess:
     """`python -m engine serve --workspace WS` in the background, answering before it is returned."""
-    log = (project.ws / "state" / "engine-test.log").open("ab")
-    proc = subprocess.Popen(
-        [*EVOLVE, "serve", "--workspace", str(project.ws)],
-        cwd=REPO,
-        env=clean_env(),
-        stdin=subprocess.DEVNULL,
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    log.close()
-
-    def answering() -> bool:
-        found = project.announcement()
-        if proc.poll() is not None:
-            raise AssertionError(f"evolve serve exited {proc.returncode}\n{project.shim_log()}")
-        if not found or int(found["pid"]) != proc.pid:
-            return False
-        try:
-            return bool(project.engine_api("/v1/health")["ok"])
-        except Exception:
-            return False
-
-    wait_for("the engine to answer", answering, timeout=30, interval=0.1)
-    return proc
+    log = project.ws / "state" / "engine-test.log"
+    return EngineProcess(project.ws, without_settings(), log, cwd=REPO).start(timeout=30)
 
 
-def stop_engine(project: Project, proc: subprocess.Popen[bytes]) -> None:
+def stop_engine(project: Project, engine: EngineProcess) -> None:
     evolve("stop", "--workspace", str(project.ws))
     try:
-        proc.wait(15)
+        engine.wait_exit(15)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(5)
+        engine.kill()
         raise AssertionError("the engine did not stop on `evolve stop`") from None
 
 
@@ -363,6 +333,4 @@ def test_pause_persists_across_an_engine_restart(project: Project) -> None:
         assert state(project)["heartbeat_paused"] is False
         stop_engine(project, engine)
     finally:
-        if engine.poll() is None:
-            engine.kill()
-            engine.wait(5)
+        engine.kill()

@@ -12,9 +12,9 @@ from tests.e2e.conftest import (
     tool_call_ids,
     tool_results,
     trailers,
-    wait_for,
 )
 from tests.e2e.mock_llm import Reply, Request
+from tests.support.waiting import wait_for
 
 
 def answer_text(message: dict[str, object]) -> str:
