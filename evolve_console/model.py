@@ -26,7 +26,14 @@ from engine.protocol import (
     SessionInfo,
     StageResult,
 )
-from engine.protocol.records import HeartbeatChanged, JSONDict, Notice, OpencodeChanged, ReviewRecorded
+from engine.protocol.records import (
+    HeartbeatChanged,
+    JSONDict,
+    Notice,
+    OpencodeChanged,
+    ReviewRecorded,
+    SessionChanged,
+)
 
 HISTORY_LIMIT: Final = 500  # records each table is filled with from the journal (or git)
 MAX_ROWS: Final = 1000  # rows a live table keeps (the journal keeps everything)
@@ -169,6 +176,7 @@ class ConsoleModel:
         self._waiting: list[Event] = []  # received, not yet applied
         self._live: deque[tuple[int, HookRun]] = deque(maxlen=MAX_ROWS)  # runs applied, by seq
         self._set_at: dict[Part, int] = {}  # part -> seq of the event that last set it directly
+        self._session_seq: dict[str, int] = {}  # session -> seq of the event that last set it
 
     # ---- the connection and the event stream ------------------------------------------------------
 
@@ -186,6 +194,7 @@ class ConsoleModel:
             self.applied_seq = 0
             self._live.clear()
             self._set_at.clear()
+            self._session_seq.clear()
             self._waiting = [replace(e, seq=0) for e in self._waiting]
         if self.last_seq is None:
             # Events from here on are replayed after the history is loaded, so a run recorded in
@@ -247,10 +256,9 @@ class ConsoleModel:
                     update.stages.append(StageResult.from_dict(event.data))
                 except _UNPARSED:
                     update.reload.add(Part.STAGES)
-            elif kind in (EventKind.SESSION_FROZEN, EventKind.NOTIFICATION):
-                update.reload.add(Part.SESSIONS)
+            elif kind is EventKind.SESSION:
+                self._apply_session(event, update)
             elif kind is EventKind.OPENCODE:
-                update.reload.add(Part.SESSIONS)
                 self._apply_opencode(event, update)
             elif kind is EventKind.COMMIT:
                 update.reload.add(Part.CHANGES)
@@ -280,6 +288,19 @@ class ConsoleModel:
             update.redraw.add(Part.STAGES)
         self.stale |= update.reload
         return update
+
+    def _apply_session(self, event: Event, update: Update) -> None:
+        try:
+            changed = SessionChanged.from_dict(event.data)
+        except _UNPARSED:
+            update.reload.add(Part.SESSIONS)
+            return
+        if changed.change == "forgotten":
+            self.sessions.pop(changed.session.id, None)
+        else:
+            self.sessions[changed.session.id] = changed.session
+        self._session_seq[changed.session.id] = event.seq
+        update.redraw.add(Part.SESSIONS)
 
     def _apply_opencode(self, event: Event, update: Update) -> None:
         try:
@@ -368,7 +389,15 @@ class ConsoleModel:
             self.dispatches = {d.id: d for d in dispatches}
             _trim(self.dispatches)
         elif part is Part.SESSIONS:
-            self.sessions = {s.id: s for s in (SessionInfo.from_dict(s) for s in data["sessions"])}
+            loaded = {s.id: s for s in (SessionInfo.from_dict(s) for s in data["sessions"])}
+            if since is not None:  # what an event newer than the answer said wins
+                for sid, seq in self._session_seq.items():
+                    if seq > since:
+                        if sid in self.sessions:
+                            loaded[sid] = self.sessions[sid]
+                        else:
+                            loaded.pop(sid, None)
+            self.sessions = loaded
         elif part is Part.CHANGES:
             entries = [ChangeEntry.commit(Change.from_dict(c)) for c in reversed(data["changes"])]
             for p in data.get("pending") or []:

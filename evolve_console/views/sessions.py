@@ -51,7 +51,8 @@ class SessionsView(Vertical):
         head.append(s.id, style="bold")
         if s.title:
             head.append(f"  {s.title}")
-        head.append(f"\nagent {s.agent or '-'} · busy {s.busy} · frozen {date_time(s.frozen_at)}")
+        state = "busy" if s.busy else "idle"
+        head.append(f"\nagent {s.agent or '-'} · {state} · frozen {date_time(s.frozen_at)}")
         system = s.system
         text = "\n\n──── next system message ────\n\n".join(system) if system else ""
         lines = []
@@ -72,7 +73,11 @@ class SessionsView(Vertical):
                     text,
                     empty="(not frozen: opencode's own prompt is used)",
                 ),
-                Part("notifications", "notifications received", "\n\n".join(s.notifications or [])),
+                Part(
+                    "notifications",
+                    "notifications received",
+                    "\n\n".join(f"{date_time(n.at)}  {n.text}" for n in s.notifications),
+                ),
                 Part("history", "recent history", "\n".join(lines)),
             ],
         )

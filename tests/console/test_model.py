@@ -28,7 +28,14 @@ from engine.protocol import (
     StageResult,
     TickResult,
 )
-from engine.protocol.records import HeartbeatChanged, JSONDict, OpencodeChanged, ReviewRecorded
+from engine.protocol.records import (
+    HeartbeatChanged,
+    JSONDict,
+    OpencodeChanged,
+    ReviewRecorded,
+    SessionChanged,
+    SessionInfo,
+)
 from evolve_console.model import HISTORY_LIMIT, MAX_ROWS, ConsoleModel, Part, RunFilter
 
 REPO = Path(__file__).resolve().parents[2]
@@ -301,7 +308,7 @@ def test_opencode_connections_come_and_go_in_the_status() -> None:
     model.apply_reload(Part.STATUS, engine_status().to_dict())
     came = OpencodeChanged("connected", connection("oc_1")).to_dict()
     update = model.apply_events([event(1, EventKind.OPENCODE, came)])
-    assert update.redraw == {Part.STATUS} and update.reload == {Part.SESSIONS}
+    assert update.redraw == {Part.STATUS} and update.reload == set()
     assert model.status is not None and [c.id for c in model.status.opencode] == ["oc_1"]
 
     # A status requested before that event, answered after it: its config errors are news, its
@@ -316,7 +323,7 @@ def test_opencode_connections_come_and_go_in_the_status() -> None:
     assert model.status.opencode == []
     old_shape = {"event": "connected", **connection("oc_2").to_dict()}
     update = model.apply_events([event(3, EventKind.OPENCODE, old_shape)])
-    assert update.reload == {Part.STATUS, Part.SESSIONS} and model.status.opencode == []
+    assert update.reload == {Part.STATUS} and model.status.opencode == []
 
 
 def test_changes_list_commits_oldest_first_then_what_awaits_review() -> None:
@@ -357,11 +364,36 @@ def test_pending_changes_and_reviews_are_applied_without_a_reload() -> None:
     }
 
 
+def test_session_events_apply_without_a_reload_and_a_late_answer_keeps_them() -> None:
+    model = connected_model()
+    model.apply_reload(
+        Part.SESSIONS, {"sessions": [SessionInfo("ses_a", title="old", updated_at=1.0).to_dict()]}
+    )
+    since = model.applied_seq  # GET /v1/sessions goes out
+    created = SessionChanged("created", SessionInfo("ses_b", created_at=2.0, updated_at=2.0)).to_dict()
+    retitled = SessionChanged(
+        "updated", SessionInfo("ses_a", title="new", busy=True, updated_at=3.0)
+    ).to_dict()
+    update = model.apply_events([event(1, EventKind.SESSION, created), event(2, EventKind.SESSION, retitled)])
+    assert update.redraw == {Part.SESSIONS} and update.reload == set()
+    assert set(model.sessions) == {"ses_a", "ses_b"}
+    assert model.sessions["ses_a"].title == "new" and model.sessions["ses_a"].busy
+
+    # An answer sent before those events: it does not know ses_b yet, and its ses_a is older.
+    late = {"sessions": [SessionInfo("ses_a", title="old", updated_at=1.0).to_dict()]}
+    assert model.apply_reload(Part.SESSIONS, late, since=since)
+    assert model.sessions["ses_a"].title == "new" and "ses_b" in model.sessions
+
+    gone = SessionChanged("forgotten", SessionInfo("ses_a")).to_dict()
+    model.apply_events([event(3, EventKind.SESSION, gone)])
+    assert "ses_a" not in model.sessions
+
+
 def test_other_events_announce_reloads_and_notices() -> None:
     model = connected_model()
     update = model.apply_events(
         [
-            event(1, EventKind.SESSION_FROZEN, {"session": "ses_a", "system": ["x"]}),
+            event(1, EventKind.SESSION, {"change": "frozen", "session": "ses_a"}),  # an older shape
             event(2, EventKind.CONFIG, {"config": {}, "errors": []}),
             event(3, EventKind.WARNING, {"source": "config", "message": "unknown key"}),
             event(4, EventKind.ERROR, {"source": "revert", "message": "conflict"}),
