@@ -69,15 +69,15 @@ async def timed_discover(engine: Engine, hooks: int) -> tuple[float, float, floa
         await asyncio.to_thread(engine.journal.flush)
     child0, self0 = children_cpu_ms(), time.process_time()
     t0 = time.perf_counter()
-    await engine.discover()
+    await engine.registry.discover()
     wall = (time.perf_counter() - t0) * 1000
     self_cpu = (time.process_time() - self0) * 1000
     child_cpu = children_cpu_ms() - child0
-    tools = sum(len(r.tools) for r in engine.registrations.values())
-    problems = [p for r in engine.registrations.values() for p in r.problems]
-    if len(engine.registrations) != hooks or tools != 4 * hooks or problems:
+    tools = sum(len(r.tools) for r in engine.registry.registrations.values())
+    problems = [p for r in engine.registry.registrations.values() for p in r.problems]
+    if len(engine.registry.registrations) != hooks or tools != 4 * hooks or problems:
         raise RuntimeError(
-            f"discovery went wrong: {len(engine.registrations)} hooks, {tools} tools, {problems}"
+            f"discovery went wrong: {len(engine.registry.registrations)} hooks, {tools} tools, {problems}"
         )
     return wall, child_cpu, self_cpu
 
@@ -126,7 +126,7 @@ async def main_async(args: argparse.Namespace) -> int:
             engine = engines[hooks]
             if kind == "engine":
                 return await timed_discover(engine, hooks)
-            return await direct_discover([h.path for h in engine.hooks], engine.workspace.root)
+            return await direct_discover([h.path for h in engine.registry.hooks], engine.workspace.root)
 
         jobs = [("engine", 1), ("engine", 8), ("direct", 1), ("direct", 8)]
         samples: dict[tuple[str, int], list[tuple[float, float, float]]] = {j: [] for j in jobs}

@@ -7,7 +7,7 @@ example prompts and config, plus N tiny hooks), starts a real Engine with its jo
 
   (a) direct: spawn each hook with asyncio (argv = stage, the same JSON document on stdin,
       cwd = workspace, stdout read to EOF), one after the other, as the engine does;
-  (b) engine: `await engine.dispatch("mutate_request", ctx, session=...)`;
+  (b) engine: `await engine.stages.dispatch("mutate_request", ctx, session=...)`;
   (c) for sh hooks (--setsid): like (a) but with start_new_session=True, which is how
       engine/runner.py spawns hooks (own session and process group, for killing on timeout);
       it splits the overhead into "a new session per hook" and "the rest of the engine".
@@ -120,7 +120,7 @@ async def settle(engine: Engine, deadline_s: float = 30.0) -> float:
     """Wait (polling) until the engine's background work is done; returns how long that took."""
     started = time.perf_counter()
     limit = started + deadline_s
-    while engine.busy and time.perf_counter() < limit:
+    while engine.activity.busy and time.perf_counter() < limit:
         await asyncio.sleep(0.001)
     waited = time.perf_counter() - started
     if engine.journal is not None:
@@ -142,9 +142,9 @@ async def bench_case(
     engine = Engine(root, env=env)  # journal enabled, as in production
     await engine.start()
     try:
-        failures = [r.file.name for r in engine.registrations.values() if r.problems]
-        if len(engine.hooks) != count or failures:
-            raise RuntimeError(f"discovery went wrong: hooks={engine.hooks} problems={failures}")
+        failures = [r.file.name for r in engine.registry.registrations.values() if r.problems]
+        if len(engine.registry.hooks) != count or failures:
+            raise RuntimeError(f"discovery went wrong: hooks={engine.registry.hooks} problems={failures}")
         session = "ses_bench"
         context = {"session": {"id": session}, "system": ["You are a benchmark."]}
         stage = "mutate_request"
@@ -154,7 +154,7 @@ async def bench_case(
             stage, engine.workspace.read_prompts(), context, engine.sessions.history(session)
         )
         stdin = json.dumps(payload, ensure_ascii=False).encode()
-        paths = [h.path for h in engine.hooks]
+        paths = [h.path for h in engine.registry.hooks]
 
         samples: dict[str, list[float]] = {"direct": [], "engine": [], "setsid": []}
         background: list[float] = []
@@ -162,7 +162,7 @@ async def bench_case(
         async def measure(which: str) -> None:
             t0 = time.perf_counter()
             if which == "engine":
-                result = await engine.dispatch(stage, context, session=session)
+                result = await engine.stages.dispatch(stage, context, session=session)
                 elapsed = (time.perf_counter() - t0) * 1000
                 if result.failed or len(result.merged.get("system", [])) != count:
                     raise RuntimeError(f"dispatch failed: {result.failed} {result.merged}")

@@ -6,7 +6,7 @@ Builds two workspaces with the same files (the example workspace plus a 20-note 
     updates, and every tenth commit a hook revision, with the engine's trailers);
   * fresh:   the same files, no history (the engine makes its `initial` commit).
 Both engines are started (journal on, as in production). Then, interleaved and after a warm-up:
-  * validate: `await engine.call_tool("evolve_hook_validate", {"hook": "notes.py", "content": ...})`
+  * validate: `await engine.tools.call("evolve_hook_validate", {"hook": "notes.py", "content": ...})`
               (the candidate is the current hook with a harmless comment appended);
   * direct:   tests/notes_test.py run directly (cwd = workspace, OPENCODE_EVOLVE_WORKSPACE set,
               in a new session as the engine runs tests).
@@ -139,7 +139,7 @@ async def run_test_directly(root: Path) -> float:
 
 async def run_validate(engine: Engine, candidate: str) -> float:
     t0 = time.perf_counter()
-    call = await engine.call_tool(
+    call = await engine.tools.call(
         "evolve_hook_validate", {"hook": "notes.py", "content": candidate}, origin="operator"
     )
     elapsed = (time.perf_counter() - t0) * 1000
