@@ -13,7 +13,8 @@ from .activity import Activity
 from .bus import EventBus
 from .gitstore import Commit, GitError, GitStore
 from .locks import WorkspaceLock
-from .protocol.records import CommitInfo
+from .protocol.records import CommitInfo, Provenance
+from .provenance import PROVENANCE_REF, encode
 
 log = logging.getLogger("evolve.commits")
 
@@ -40,6 +41,14 @@ class Commits:
         self._settle_stages: set[str] = set()
         self._settle_sessions: set[str] = set()
         self._settle_since: float | None = None
+
+    async def annotate(self, sha: str, provenance: Provenance) -> None:
+        """Keep why and how a change was made beside its commit (a git note), so that it survives
+        restarts and travels with the repository."""
+        try:
+            await asyncio.to_thread(self.git.add_note, PROVENANCE_REF, sha, encode(provenance))
+        except GitError as exc:
+            self._warn("git", f"cannot record the provenance of {sha[:10]}: {exc}")
 
     def announce(self, commit: Commit) -> None:
         self._bus.publish(CommitInfo(commit.sha, commit.message, list(commit.files)))

@@ -24,10 +24,11 @@ Handler = Callable[[Request], Awaitable[Response]]
 class ApiError(Exception):
     """An answer other than 200: `status` and a message that says what is wrong and what to do."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.details = details or {}  # more fields of the answer, for programs
 
 
 class TokenAuth:
@@ -77,7 +78,7 @@ class Router:
                 try:
                     return await fn(request)
                 except ApiError as exc:
-                    return JSONResponse({"error": exc.message}, exc.status)
+                    return JSONResponse({**exc.details, "error": exc.message}, exc.status)
                 except Exception as exc:  # an API call must answer, never kill the server
                     log.exception("%s %s failed", request.method, path)
                     return JSONResponse({"error": f"internal error: {type(exc).__name__}: {exc}"}, 500)

@@ -43,12 +43,18 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
             raise ApiError(400, "'args' must be an object")
         session = from_session(request, data)
         bridge.take_history(session, data.get("history"))
+        context = data.get("context")
+        if context is not None and not isinstance(context, dict):
+            raise ApiError(400, "'context' must be an object: {text, reasoning}")
         result = await engine.tools.call(
             request.path_params["name"],
             args,
             session=session,
             call_id=opt_str(data, "call_id"),
             origin=opt_str(data, "origin") or "tool",
+            context=bridge.turn_context(session, context),
+            permission=opt_str(data, "permission"),
+            refused=opt_str(data, "refused"),
         )
         return JSONResponse(result.to_dict())
 
@@ -96,8 +102,12 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
         data = await body(request)
         model = data.get("model") if isinstance(data.get("model"), dict) else None
         synthetic = data.get("synthetic") is True
-        bridge.chat_message(from_session(request, data), opt_str(data, "agent"), model, synthetic)
-        return JSONResponse({"ok": True})
+        session = from_session(request, data)
+        bridge.chat_message(session, opt_str(data, "agent"), model, synthetic)
+        # Whether the session still has a frozen prompt: when the operator refreshed it, the shim
+        # drops the copy it keeps, and the next request composes the prompt anew.
+        frozen = bool(session and engine.sessions.frozen(session) is not None)
+        return JSONResponse({"ok": True, "frozen": frozen})
 
     @router.add("/v1/opencode/tool-before", "POST")
     async def tool_before(request: Request) -> Response:
@@ -137,6 +147,17 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
         message: dict[str, Any] = raw_message if isinstance(raw_message, dict) else {}
         parts = [p for p in data.get("parts") or [] if isinstance(p, dict)]
         return JSONResponse({"continue": await bridge.assistant_finished(session, message, parts)})
+
+    @router.add("/v1/opencode/tools-offered", "POST")
+    async def tools_offered(request: Request) -> Response:
+        data = await body(request)
+        offered = data.get("tools")
+        if not isinstance(offered, list) or not all(isinstance(t, dict) for t in offered):
+            raise ApiError(400, "'tools' must be a list of {name, description, parameters}")
+        connection = request.headers.get(CONNECTION_HEADER)
+        if connection:
+            engine.connections.offered(connection, offered)
+        return JSONResponse({"ok": True})
 
     @router.add("/v1/opencode/event", "POST")
     async def event(request: Request) -> Response:
