@@ -431,4 +431,5 @@ class Heartbeat:
             time=state.get("heartbeat_time"),
             model=self._model(),
             last=self.state.last,
+            connected_at=self._connected_at if self._connected else None,
         )

@@ -13,6 +13,11 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
     p = sub.add_parser("console", parents=[common], help="the operator console (starts the engine if needed)")
     p.add_argument("--attach", metavar="URL", help="attach to an engine elsewhere instead of the workspace's")
     p.add_argument("--token", metavar="TOKEN", help="that engine's token")
+    p.add_argument(
+        "--no-bell",
+        action="store_true",
+        help="no terminal bell when a change awaits review or a hook starts failing (also EVOLVE_CONSOLE_BELL=0)",
+    )
     p.set_defaults(func=run)
 
 
@@ -24,7 +29,7 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         workspace = None if args.attach else resolve_workspace(getattr(args, "workspace", None))
-        return launch(workspace, args.attach, args.token)
+        return launch(workspace, args.attach, args.token, bell=False if args.no_bell else None)
     except LaunchError as exc:
         print(f"evolve console: {exc}", file=sys.stderr)
         return 1

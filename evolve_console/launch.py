@@ -19,9 +19,10 @@ class LaunchError(RuntimeError):
     pass
 
 
-def engine_for(workspace: Path, start_timeout: float = 30.0) -> Target:
-    """The running engine of `workspace`, started (detached) when none runs."""
-    if not (workspace / "hooks").is_dir() and not (workspace / "config").is_dir():
+def engine_for(workspace: Path, start_timeout: float = 30.0, create: bool = True) -> Target:
+    """The running engine of `workspace`, started (detached) when none runs; `create`: make the
+    example workspace first when there is none."""
+    if create and not (workspace / "hooks").is_dir() and not (workspace / "config").is_dir():
         print(f"evolve console: no workspace at {workspace}; creating the example workspace", file=sys.stderr)
         subprocess.run(
             [sys.executable, "-m", "engine", "init", str(workspace)], check=True, stdout=subprocess.DEVNULL
@@ -53,7 +54,7 @@ def engine_for(workspace: Path, start_timeout: float = 30.0) -> Target:
     )
 
 
-def run(workspace: Path | None, attach: str | None, token: str | None) -> int:
+def run(workspace: Path | None, attach: str | None, token: str | None, bell: bool | None = None) -> int:
     from .app import EvolveConsole
 
     if attach:
@@ -63,5 +64,5 @@ def run(workspace: Path | None, attach: str | None, token: str | None) -> int:
     else:
         assert workspace is not None
         target = engine_for(workspace)
-    EvolveConsole(target).run()
+    EvolveConsole(target, bell=bell).run()
     return 0

@@ -413,6 +413,7 @@ class HeartbeatStatus(Record):
     time: str | None
     model: dict[str, str] | None
     last: TickResult | None = None
+    connected_at: float | None = None  # when the opencode it waits for connected
 
     @classmethod
     def from_dict(cls, data: JSONDict) -> HeartbeatStatus:
