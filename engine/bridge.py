@@ -82,7 +82,9 @@ class Bridge:
         if session and history is not None:
             self._sessions.set_history(session, [history_entry(m) for m in history])
 
-    async def system(self, session: str | None, system: list[str]) -> tuple[list[str] | None, str, bool]:
+    async def system(
+        self, session: str | None, system: list[str], turn: str | None = None
+    ) -> tuple[list[str] | None, str, bool]:
         """The system prompt for an LLM request, why, and whether the shim may keep it for the
         session: (None, reason, False) keeps opencode's own."""
         if not session:
@@ -90,14 +92,16 @@ class Bridge:
         kind = own_call_kind(system)
         if kind:
             return None, f"{kind} call keeps opencode's prompt", False
-        result = await self.request_system(session, system)
+        result = await self.request_system(session, system, turn)
         if result is None:
             return None, "hooks abstained", False
         # A frozen prompt never changes, so the shim may keep it; not the heartbeat session's,
         # which each tick seeds anew.
         return result, "frozen", session != self._heartbeat_session()
 
-    async def request_system(self, session: str, system: list[str]) -> list[str] | None:
+    async def request_system(
+        self, session: str, system: list[str], turn: str | None = None
+    ) -> list[str] | None:
         """The session's frozen prompt, or mutate_request's answer, frozen if non-empty. None means:
         keep opencode's own (docs/hooks.md, "mutate_request")."""
         frozen = self._sessions.frozen(session)
@@ -105,7 +109,7 @@ class Bridge:
             return frozen
         self._sessions.get(session)
         result = await self._dispatch(
-            "mutate_request", {"session": {"id": session}, "system": system}, session=session
+            "mutate_request", {"session": {"id": session}, "system": system}, session=session, turn=turn
         )
         proposed = result.merged.get("system")
         if isinstance(proposed, list) and proposed and all(isinstance(s, str) for s in proposed):
@@ -173,6 +177,7 @@ class Bridge:
         if agent:
             self._sessions.update(session, agent=agent)
         thinking, calls, answer = response_context(parts)
+        turn = message.get("turn") if isinstance(message.get("turn"), str) else None
         observed = await self._dispatch(
             "observe_message",
             {
@@ -182,12 +187,13 @@ class Bridge:
                 "answer": answer,
             },
             session=session,
+            turn=turn,
         )
         self._followups.after_result(observed.merged, source=session)
         if calls:
             return None
         idle = await self._dispatch(
-            "idle", {"session": {"id": session, "agent": agent}, "answer": answer}, session=session
+            "idle", {"session": {"id": session, "agent": agent}, "answer": answer}, session=session, turn=turn
         )
         text = idle.merged.get("continue")
         if isinstance(text, str) and text:

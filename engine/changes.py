@@ -51,6 +51,14 @@ def origin_of(trailers: dict[str, str]) -> str:
     return origin or "manual"
 
 
+def installed_at(change: Change) -> float:
+    """When a change took effect: the moment its provenance was recorded, else its commit's second
+    (git keeps whole seconds: a prompt frozen within that second counts as before it)."""
+    if change.provenance is not None and change.provenance.at:
+        return change.provenance.at
+    return change.time + 1.0
+
+
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -135,13 +143,14 @@ class Changes:
         change = self.change(rev)
         later = self._git.later_commits(change.sha, change.files)
         by_sha = {c.sha: c for c in self.history(1000)}
-        until = min((by_sha[s].time for s in later if s in by_sha), default=None)
+        since = installed_at(change)
+        until = min((installed_at(by_sha[s]) for s in later if s in by_sha), default=None)
         affected = [
             s
             for s in self._sessions()
             if s.system is not None
             and s.frozen_at is not None
-            and s.frozen_at >= change.time
+            and s.frozen_at >= since
             and (until is None or s.frozen_at < until)
         ]
         return {

@@ -45,12 +45,15 @@ class Stages:
         *,
         session: str | None = None,
         settle: bool = True,
+        turn: str | None = None,
     ) -> StageResult:
         """Run `stage` on every hook that handles it, merge, recover; journal it; commit what the
-        hooks changed (unless the caller commits itself: `settle=False`)."""
+        hooks changed (unless the caller commits itself: `settle=False`). `turn`: the user message
+        whose turn this is about (so that the operator can see a turn's runs together)."""
         history = self._history(session) if session is not None else None
         with self._activity.running():
             result = await self._dispatcher.dispatch(stage, context, session=session, history=history)
+        result.turn = turn
         if self._journal is not None:
             self._journal.record_dispatch(result)
         self._bus.publish(result)

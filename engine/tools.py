@@ -153,6 +153,7 @@ class Tools:
         context: dict[str, Any] | None = None,
         permission: str | None = None,
         refused: str | None = None,
+        turn: str | None = None,
     ) -> ToolCall:
         """Run a tool exactly as the agent would: argument validation, the tool, its commit.
         `context`: what the agent said in its turn before the call (kept as the provenance of a
@@ -168,6 +169,7 @@ class Tools:
             call_id=call_id,
             permission=permission,
             context=context,
+            turn=turn,
         )
         started = time.perf_counter()
         self._bus.publish(call, EventKind.TOOL_CALL)

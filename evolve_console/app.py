@@ -26,7 +26,7 @@ from textual.message import Message
 from textual.widgets import Button, Input, Switch
 from textual.worker import Worker, WorkerState
 
-from engine.protocol import HookRun, SessionInfo, ToolCall
+from engine.protocol import HookRun, SessionInfo, StageResult, ToolCall
 
 from .client import EngineClient, EngineError, EngineGone, Target
 from .detail import DetailPane
@@ -47,12 +47,13 @@ from .screens import (
 from .section import Section
 from .table import KeyedTable
 from .textual_private import skip_own_layout
-from .turn import Turn, TurnScreen, turn_window
+from .turn import Turn, TurnScreen, turn_runs
 from .viewbar import ViewBar
 from .views import PAGES, VIEWS, ChangesView, HeartbeatView, RunsView, SessionsView, StagesView, ToolCallsView
 
 FLOOD = 100  # pending events per tick (a quarter second) above which repaints slow down
-LOAD_ORDER = (Part.STATUS, Part.RUNS, Part.STAGES, Part.SESSIONS, Part.CHANGES, Part.HEARTBEAT, Part.TOOLS)
+# Sessions first: the other tables name sessions by their titles.
+LOAD_ORDER = (Part.STATUS, Part.SESSIONS, Part.RUNS, Part.STAGES, Part.CHANGES, Part.HEARTBEAT, Part.TOOLS)
 TABLES = {
     "runs": "#runs-table",
     "stages": "#stages-table",
@@ -157,6 +158,7 @@ class EvolveConsole(App[None]):
         self.trail: list[tuple[str, str | None]] = []  # (view, selected key) to go back to
         self.down_since: float | None = None  # when the engine stopped answering
         self.heard_at: float | None = None  # when the engine last answered
+        self._titles: dict[str, str | None] = {}  # the session titles the tables were drawn with
         self._ticks = 0
         self.first_load = asyncio.Event()
         self.shown = "runs"  # the view on screen
@@ -283,6 +285,11 @@ class EvolveConsole(App[None]):
         elif part is Part.SESSIONS:
             self._draw_rows("#sessions-table", [SessionsView.row(s) for s in model.sessions.values()])
             self._refresh_session_detail()
+            titles = {sid: s.title for sid, s in model.sessions.items()}
+            if titles != self._titles:  # the other tables name sessions by title: name them anew
+                self._titles = titles
+                for named in (Part.RUNS, Part.STAGES, Part.TOOLS, Part.CHANGES):
+                    self.draw(named)
         elif part is Part.CHANGES:
             view = self.query_one(ChangesView)
             shown = [c for c in model.changes.values() if c.needs_review or not self.needs_review_only]
@@ -315,7 +322,7 @@ class EvolveConsole(App[None]):
         now = self.clock()
         text = Text(no_wrap=True, overflow="ellipsis")
         if model.connected:
-            text.append(" engine ● up ", style="bold reverse green")
+            text.append(" engine ● connected ", style="bold reverse green")
         else:
             down = f" for {ago(now - self.down_since)}" if self.down_since else ""
             text.append(f" engine ○ down{down} ", style="bold reverse red")
@@ -656,12 +663,16 @@ class EvolveConsole(App[None]):
             HookRun.from_dict(r)
             for r in reversed((await self.client.get("/v1/runs", session=session, limit=1000))["runs"])
         ]
+        dispatches = [
+            StageResult.from_dict(d)
+            for d in (await self.client.get("/v1/dispatches", session=session, limit=1000))["dispatches"]
+        ]
         at = call.started_at if call else (change.provenance.at if change.provenance else change.time or 0.0)
         try:
             info: SessionInfo | None = SessionInfo.from_dict(await self.client.get(f"/v1/sessions/{session}"))
         except EngineError:
             info = None
-        turn = Turn(change, call, turn_window(runs, at), info)
+        turn = Turn(change, call, turn_runs(runs, dispatches, call.turn if call else None, at), info)
 
         def done(where: tuple[str, str] | None) -> None:
             if where is not None:
@@ -692,7 +703,7 @@ class EvolveConsole(App[None]):
         if action == "open":
             return tab in ("runs", "tools", "changes", "stages")
         if action == "go_back":
-            return True if self.trail or isinstance(self.focused, Input) else None
+            return bool(self.trail) or isinstance(self.focused, Input)
         if action == "problems":
             return bool(
                 self.model.status and (self.model.status.config_errors or self.model.status.config_warnings)

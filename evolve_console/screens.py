@@ -242,9 +242,12 @@ class RevertScreen(ModalScreen[RevertChoice | None]):
                 id="detail",
             )
             if sessions:
-                yield Label(
-                    f"{len(sessions)} session(s) froze their system prompt while this version was installed "
-                    "and keep sending it. Refresh the checked ones (their next request composes the prompt anew):"
+                yield Static(
+                    Text(
+                        f"{len(sessions)} session(s) froze their system prompt while this version was "
+                        "installed and keep sending it. Refresh the checked ones (their next request "
+                        "composes the prompt anew):"
+                    )
                 )
                 yield SelectionList[str](
                     *[
@@ -258,12 +261,12 @@ class RevertScreen(ModalScreen[RevertChoice | None]):
                     id="refresh",
                 )
             else:
-                yield Label(
-                    "No session froze its system prompt while this version was installed.", classes="dim"
-                )
+                yield Static(Text("No session froze its system prompt while this version was installed."))
             if later:
-                yield Label(
-                    "Later changes touch the same files; reverting this one alone may conflict with them:"
+                yield Static(
+                    Text(
+                        "Later changes touch the same files; reverting this one alone may conflict with them:"
+                    )
                 )
                 yield Static(
                     Text("\n".join(f"  {c['sha'][:10]}  {c.get('subject', '')}" for c in later)), id="later"

@@ -13,9 +13,9 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import Screen
+from textual.screen import ModalScreen
 
-from engine.protocol import HookRun, SessionInfo, ToolCall
+from engine.protocol import HookRun, SessionInfo, StageResult, ToolCall
 from engine.protocol.records import Provenance
 
 from .detail import DetailPane, Part
@@ -37,9 +37,22 @@ class Turn:
     session: SessionInfo | None
 
 
+def turn_runs(
+    runs: list[HookRun], dispatches: list[StageResult], turn: str | None, at: float
+) -> list[HookRun]:
+    """The hook runs of one turn (`runs` oldest first, all of one session): those of the stage
+    dispatches the engine marked with the turn's user message; for records made before turns were
+    marked, those between the runs that closed the turn before `at` and after it."""
+    if turn is not None:
+        ids = {run for d in dispatches if d.turn == turn for run in d.runs}
+        if ids:
+            return [r for r in runs if r.id in ids]
+    return turn_window(runs, at)
+
+
 def turn_window(runs: list[HookRun], at: float) -> list[HookRun]:
-    """The runs of one turn: after the last run that closed the turn before `at`, up to and with the
-    first run that closed the turn after it (`runs` oldest first, all of one session)."""
+    """The runs after the last run that closed a turn before `at`, up to and with the first run that
+    closed one after it."""
     start = max((r.started_at for r in runs if r.stage in TURN_ENDS and r.started_at < at), default=0.0)
     end = min(
         (r.started_at for r in runs if r.stage in TURN_ENDS and r.started_at >= at), default=float("inf")
@@ -58,8 +71,9 @@ def history_until(history: list[Any], call_id: str | None) -> list[Any]:
     return history
 
 
-class TurnScreen(Screen[tuple[str, str] | None]):
-    """Dismissed with ("run", run id), ("session", session id), or None (escape)."""
+class TurnScreen(ModalScreen[tuple[str, str] | None]):
+    """Dismissed with ("run", run id), ("session", session id), or None (escape). Modal: the keys
+    of the views behind it do not apply here."""
 
     BINDINGS = [
         Binding("escape", "back", "Back", tooltip="Back to the change"),

@@ -48,6 +48,8 @@ function Shim(input, options, forget) {
   const inflight = new Set();
   const pendingHistory = new Map(); // session id -> messages not yet sent to the engine
   const messageParts = new Map(); // assistant message id -> Map(part id -> part)
+  const turnOf = new Map(); // assistant message id -> the user message it answers (its turn)
+  const lastUser = new Map(); // session id -> its latest user message id
   const handledMessages = new Set();
   const idleSessions = new Set();
   const toolSpecs = new Map();
@@ -292,7 +294,9 @@ function Shim(input, options, forget) {
       modelID: info.modelID,
       tokens: info.tokens,
       summary: own ? true : undefined,
+      turn: info.parentID || turnOf.get(info.id),
     };
+    turnOf.delete(info.id);
     const resp = await call("/v1/opencode/assistant", {
       session: info.sessionID,
       message,
@@ -337,6 +341,7 @@ function Shim(input, options, forget) {
           call_id: ctx?.callID,
           context: sayingSoFar(ctx?.messageID),
           permission: "not asked",
+          turn: turnOf.get(ctx?.messageID),
         };
         if (spec.asks) {
           const perm = await call(`/v1/tools/${spec.name}/permission`, { args: callArgs || {} });
@@ -399,6 +404,7 @@ function Shim(input, options, forget) {
       }
       else if (type === "message.updated") {
         const info = props.info || {};
+        if (info.role === "assistant" && info.id && info.parentID) turnOf.set(info.id, info.parentID);
         // A response is over when it has a finish reason (before opencode decides whether to go on,
         // so an idle `continue` lands in the same turn) or, failing that, when it is completed.
         if (info.role === "assistant" && (info.finish || info.time?.completed)) await assistantFinished(info);
@@ -422,6 +428,8 @@ function Shim(input, options, forget) {
       const messages = o?.messages || [];
       const session = messages.find((m) => m?.info?.sessionID)?.info.sessionID;
       if (session) {
+        const users = messages.filter((m) => m?.info?.role === "user" && m.info.id);
+        if (users.length) lastUser.set(session, users[users.length - 1].info.id);
         pendingHistory.set(
           session,
           messages.map((m) => ({ info: { role: m.info?.role, agent: m.info?.agent }, parts: m.parts || [] })),
@@ -437,7 +445,7 @@ function Shim(input, options, forget) {
       const own = ownCallPrefixes.some((p) => first.startsWith(p));
       let system = own ? undefined : frozenSystems.get(i.sessionID);
       if (!system) {
-        const resp = await call("/v1/opencode/system", { session: i.sessionID, system: o.system, history: takeHistory(i.sessionID) });
+        const resp = await call("/v1/opencode/system", { session: i.sessionID, system: o.system, history: takeHistory(i.sessionID), turn: lastUser.get(i.sessionID) });
         if (resp && Array.isArray(resp.system) && resp.system.length) {
           system = resp.system;
           if (resp.cacheable && !own) frozenSystems.set(i.sessionID, system);

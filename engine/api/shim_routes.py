@@ -55,6 +55,7 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
             context=bridge.turn_context(session, context),
             permission=opt_str(data, "permission"),
             refused=opt_str(data, "refused"),
+            turn=opt_str(data, "turn"),
         )
         return JSONResponse(result.to_dict())
 
@@ -94,7 +95,9 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
         current = data.get("system") or []
         if not isinstance(current, list):
             raise ApiError(400, "'system' must be a list of strings")
-        result, reason, cacheable = await bridge.system(session, [str(s) for s in current])
+        result, reason, cacheable = await bridge.system(
+            session, [str(s) for s in current], opt_str(data, "turn")
+        )
         return JSONResponse({"system": result, "reason": reason, "cacheable": cacheable})
 
     @router.add("/v1/opencode/chat-message", "POST")

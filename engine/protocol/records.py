@@ -85,6 +85,7 @@ class StageResult(Record):
     failed: list[str] = field(default_factory=list)  # hook files whose run failed
     recovered: bool = False  # whether the recover stage stepped in
     duration_ms: float = 0.0
+    turn: str | None = None  # the user message whose turn this dispatch belongs to, when known
 
 
 @dataclass
@@ -142,6 +143,7 @@ class ToolCall(Record):
     pending: str | None = None  # the pending change it produced, under the review gate
     permission: str | None = None  # how the call was permitted: not asked, allowed or denied, and by whom
     context: JSONDict | None = None  # what the agent said in the turn before the call: {text, reasoning}
+    turn: str | None = None  # the user message whose turn made the call, when known
     validation: Evidence | None = None  # the test run behind a hook change
 
     @classmethod

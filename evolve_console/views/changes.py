@@ -34,7 +34,7 @@ STATES = {
     "unreviewed": ("not reviewed", "bold yellow"),
     "approved": ("approved", "green"),
     "reverted": ("reverted", "dim strike"),
-    "none": ("no review needed", "dim"),
+    "none": ("no review", "dim"),
     "pending": ("awaits review", "bold red reverse"),
     "rejected": ("rejected", "red"),
     "stale": ("stale", "red"),
@@ -71,9 +71,7 @@ class ChangesView(Vertical):
 
     def row(self, c: ChangeEntry, name: Namer) -> tuple[str, list[Any]]:
         origin = c.origin or "manual"
-        who = origin
-        if origin in ("agent", "pending") and c.session:
-            who = f"{'agent' if origin == 'agent' else 'held'} {name(c.session)}"
+        who = "agent (held)" if origin == "pending" else origin
         return str(c.key), [
             clock_time(c.time),
             Text(who, style=ORIGIN_STYLES.get(origin, "")),

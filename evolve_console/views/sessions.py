@@ -59,7 +59,7 @@ class SessionsView(Vertical):
     """Every session the engine knows, and the selected one's context."""
 
     def compose(self) -> ComposeResult:
-        with Horizontal(classes="split"):
+        with Horizontal(classes="split sessions-split"):
             yield KeyedTable(
                 [
                     ("session", "session"),
@@ -67,7 +67,7 @@ class SessionsView(Vertical):
                     ("state", "state"),
                     ("tokens", "tokens"),
                     ("prompt", "prompt"),
-                    ("notes", "notified"),
+                    ("notes", "notif"),
                 ],
                 id="sessions-table",
             )
