@@ -26,10 +26,12 @@ from textual.message import Message
 from textual.widgets import Button, Input, Switch
 from textual.worker import Worker, WorkerState
 
-from engine.protocol import HookRun, SessionInfo
+from engine.protocol import FileAtChange, HookRun, SessionInfo
 
 from .client import EngineClient, EngineError, EngineGone, Target
 from .detail import DetailPane
+from .diffmodel import FileDiff
+from .diffview import MIN_SPLIT, DiffView, prepare
 from .format import as_json, short
 from .keybar import KeyBar
 from .line import Line
@@ -65,6 +67,13 @@ class EvolveCommands(Provider):
         ("change: approve selected", "approve", "record an approval of the selected change in git"),
         ("change: revert selected", "revert", "undo the selected change with a new commit"),
         ("change: reject selected pending change", "reject", "drop a change that awaits review"),
+        ("diff: full width or beside the table", "show_tab('changes');diff_wide", "the table out of the way"),
+        ("diff: side by side or unified", "show_tab('changes');diff_split", "old and new beside each other"),
+        (
+            "diff: whole file or diff",
+            "show_tab('changes');diff_file",
+            "the file at this change, changes marked",
+        ),
         ("stage: run by hand", "run_stage", "dispatch a stage to every hook with an input you edit"),
         ("runs: follow new runs", "show_tab('runs');follow", "jump to the newest run and keep following"),
         ("runs: failures only", "show_tab('runs');toggle_failures", "show only failed hook runs"),
@@ -116,6 +125,28 @@ class EvolveConsole(App[None]):
             "r", "revert", "Revert", id="change.revert", tooltip="Revert the selected change (asks first)"
         ),
         Binding("d", "reject", "Reject", id="change.reject", tooltip="Reject the selected pending change"),
+        # Reading a diff (self-modifications view).
+        Binding(
+            "w",
+            "diff_wide",
+            "Wide",
+            id="diff.wide",
+            tooltip="The diff at the full width, the table out of the way",
+        ),
+        Binding(
+            "v",
+            "diff_split",
+            "Split",
+            id="diff.side_by_side",
+            tooltip=f"Old and new side by side (needs {MIN_SPLIT} columns), or unified",
+        ),
+        Binding(
+            "o",
+            "diff_file",
+            "File",
+            id="diff.file",
+            tooltip="The whole file at this change with its changes marked, or back to the diff",
+        ),
         Binding("s", "run_stage", "Run stage", id="stage.run", tooltip="Dispatch a stage by hand"),
         Binding("g", "follow", "Follow", id="runs.follow", tooltip="Jump to the newest row and follow"),
         Binding("x", "toggle_failures", "Failures", id="runs.failures", tooltip="Show only failed runs"),
@@ -395,12 +426,15 @@ class EvolveConsole(App[None]):
 
     @work(exclusive=True, group="change-detail", exit_on_error=False)
     async def load_change(self, change: ChangeEntry) -> None:
+        # A diff is parsed and measured in a thread: 2 MB of it takes a few hundred milliseconds.
         if change.pending_id:
             pending = await self.client.get(f"/v1/pending/{change.pending_id}")
-            self.query_one(ChangesView).show_change(change, pending.get("diff") or "", False)
+            prepared = await asyncio.to_thread(prepare, pending.get("diff") or "")
+            self.query_one(ChangesView).show_change(change, prepared, False)
         else:
             diff = await self.client.get(f"/v1/changes/{change.key}/diff")
-            self.query_one(ChangesView).show_change(change, diff["diff"], diff.get("truncated", False))
+            prepared = await asyncio.to_thread(prepare, diff["diff"])
+            self.query_one(ChangesView).show_change(change, prepared, diff.get("truncated", False))
 
     # ---- filters ----------------------------------------------------------------------------
 
@@ -431,8 +465,8 @@ class EvolveConsole(App[None]):
                 self.query_one(HeartbeatView).show_status(self.model.heartbeat, self.clock())
         # The focus goes with the view, in the same frame (every focus change repaints the whole
         # screen); a widget of a hidden view must not keep it.
-        tables = new.query(KeyedTable)
-        self.screen.set_focus(tables.first() if tables else None)
+        # (A view's table, or its diff when the diff takes the full width.)
+        self.screen.set_focus(next((w for w in new.query("KeyedTable, DiffView") if w.display), None))
 
     @on(ViewBar.Selected)
     def view_selected(self, event: ViewBar.Selected) -> None:
@@ -451,6 +485,10 @@ class EvolveConsole(App[None]):
             return tab == "runs" or (action == "follow" and tab in ("stages", "changes"))
         if action == "more":
             return tab in ("runs", "stages", "sessions")
+        if action in ("diff_wide", "diff_split", "diff_file"):
+            if tab != "changes":
+                return False
+            return action != "diff_file" or self.selected_change() is not None or None
         if action in ("approve", "revert", "reject"):
             change = self.selected_change()
             if change is None:
@@ -604,6 +642,71 @@ class EvolveConsole(App[None]):
             self.notify("nothing is truncated here", timeout=3)
             return
         self.push_screen(MoreScreen(truncated[0].title, truncated[0].text))
+
+    # ---- reading a diff (self-modifications) --------------------------------------------------
+
+    def action_diff_wide(self) -> None:
+        view = self.query_one(ChangesView)
+        view.set_wide(not view.wide)
+
+    def action_diff_split(self) -> None:
+        view = self.query_one(ChangesView)
+        diff = self.query_one("#change-detail", DiffView)
+        if diff.split:
+            diff.set_split(False)
+            return
+        if not diff.split_fits():
+            if view.full_width() < MIN_SPLIT:
+                self.notify(
+                    f"side by side needs {MIN_SPLIT} columns for the diff; at the full width it has "
+                    f"{view.full_width()}: widen the terminal",
+                    title="too narrow",
+                    severity="warning",
+                    timeout=6,
+                )
+                return
+            view.set_wide(True)  # the table goes out of the way to make room
+        diff.set_split(True)
+
+    def action_diff_file(self) -> None:
+        diff = self.query_one("#change-detail", DiffView)
+        if diff.whole is not None:
+            diff.show_diff()
+            return
+        change, file = self.selected_change(), diff.current_file()
+        if change is None or change.key != self.query_one(ChangesView).shown_key:
+            return
+        if file is None:
+            self.notify("this change has no file to show", timeout=4)
+        elif file.binary:
+            self.notify(f"{file.path} is a binary file: it cannot be shown", timeout=5)
+        elif file.new_path is None:
+            self.notify(f"this change deleted {file.path}: the diff shows all of it", timeout=5)
+        else:
+            self.load_whole_file(change, file)
+
+    @work(exclusive=True, group="change-file", exit_on_error=False)
+    async def load_whole_file(self, change: ChangeEntry, file: FileDiff) -> None:
+        if change.pending_id:
+            pending = await self.client.get(f"/v1/pending/{change.pending_id}")
+            content, note = pending.get("content") or "", "as it would be once approved"
+        else:
+            found = FileAtChange.from_dict(
+                await self.client.request(
+                    "GET",
+                    f"/v1/changes/{change.key}/file",
+                    params={"path": file.new_path, "old_path": file.old_path},
+                )
+            )
+            if found.binary:
+                self.notify(f"{file.path} is a binary file: it cannot be shown", timeout=5)
+                return
+            content, note = found.content or "", f"as {found.sha[:10]} left it"
+            if found.truncated:
+                note += " (cut at 2,000,000 characters)"
+        diff = self.query_one("#change-detail", DiffView)
+        if self.query_one(ChangesView).shown_key == change.key and diff.whole is None:
+            diff.show_whole(file.path, content, f"{file.path}, whole, {note}; o: back to the diff")
 
     # ---- errors of workers ------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """View 5, self-modifications: the workspace's git history and the changes that await review, with
-origin and review state, and the selected change's diff."""
+origin and review state, and the selected change's diff (`DiffView`: full width, side by side,
+whole file)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button
 
-from ..detail import DetailPane, Part
+from ..diffview import DiffView, Prepared
 from ..format import clock_time, date_time, short
 from ..model import ChangeEntry
 from ..table import KeyedTable
@@ -35,7 +36,7 @@ class ChangesView(Vertical):
                 ],
                 id="changes-table",
             )
-            yield DetailPane("select a change", id="change-detail", classes="detail")
+            yield DiffView("select a change", id="change-detail", classes="detail")
 
     ORIGIN_STYLES = {
         "agent": "bold magenta",
@@ -65,7 +66,7 @@ class ChangesView(Vertical):
             review_text,
         ]
 
-    def show_change(self, c: ChangeEntry, diff: str, truncated: bool) -> None:
+    def show_change(self, c: ChangeEntry, diff: Prepared | str, truncated: bool) -> None:
         head = Text()
         head.append(c.subject or "", style="bold")
         head.append(f"\n{c.origin} · {date_time(c.time)} UTC")
@@ -78,6 +79,29 @@ class ChangesView(Vertical):
             head.append(f"\nreview: {c.review}", style="green")
         if truncated:
             head.append("\n(diff truncated; see it in full with git show)", style="yellow")
-        self.query_one(DetailPane).show(
-            head, [Part("diff", "diff", diff, empty="(no textual changes)", language="diff")]
-        )
+        self.shown_key = c.key
+        self.query_one(DiffView).show(head, diff, empty="(no textual changes)")
+
+    # ---- reading a diff ----------------------------------------------------------------------
+
+    shown_key: str | None = None  # the change whose diff is shown
+
+    @property
+    def wide(self) -> bool:
+        return self.has_class("-wide")
+
+    def set_wide(self, wide: bool) -> None:
+        """The diff at the view's full width, the table out of the way; or both side by side again.
+        The focus goes with the diff, and back to the table."""
+        table, diff = self.query_one(KeyedTable), self.query_one(DiffView)
+        self.set_class(wide, "-wide")
+        table.display = not wide
+        if wide and not diff.has_focus:
+            diff.focus()
+        elif not wide and diff.has_focus:
+            table.focus()
+
+    def full_width(self) -> int:
+        """The diff's width at the full width of the view (its text: without padding and scrollbar)."""
+        diff = self.query_one(DiffView)
+        return self.size.width - (diff.outer_size.width - diff.scrollable_size.width)
