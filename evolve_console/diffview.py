@@ -14,6 +14,7 @@ from bisect import bisect_right
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from functools import cache
+from itertools import accumulate
 from typing import Any, ClassVar
 
 from pygments.lexer import Lexer
@@ -76,6 +77,7 @@ class Prepared:
     display: list[list[list[str]]]  # [file][hunk][line] -> the line's text as drawn
     cells: list[list[list[int]]]  # and its width in cells
     languages: list[str | None]  # [file] -> the language it is highlighted in
+    irregular: list[list[list[int]]]  # [file][hunk] -> lines not plain ASCII, or with a line-end mark
 
 
 def prepare(diff: Diff | str) -> Prepared:
@@ -84,7 +86,18 @@ def prepare(diff: Diff | str) -> Prepared:
     display = [[[display_text(line.text) for line in h.lines] for h in f.hunks] for f in parsed.files]
     cells = [[[cells_of(t) for t in hunk] for hunk in file] for file in display]
     languages = [language_for(f.path, f.first_line()) for f in parsed.files]
-    return Prepared(parsed, display, cells, languages)
+    irregular = [
+        [
+            [
+                i
+                for i, (t, line) in enumerate(zip(texts, h.lines, strict=True))
+                if line.cr or line.no_newline or not t.isascii()
+            ]
+            for texts, h in zip(file_texts, f.hunks, strict=True)
+        ]
+        for file_texts, f in zip(display, parsed.files, strict=True)
+    ]
+    return Prepared(parsed, display, cells, languages, irregular)
 
 
 @dataclass
@@ -160,6 +173,7 @@ class DiffView(LineView, can_focus=True):
         self._display: list[list[list[str]]] = []  # [file][hunk][line] -> the line's text as drawn
         self._cells: list[list[list[int]]] = []  # and its width in cells
         self._languages: list[str | None] = []
+        self._irregular: list[list[list[int]]] = []
         self._layout: _Layout | None = None
         self._blocks: dict[tuple[int, int], list[Strip]] = {}  # (item, block) -> its rows, drawn
         self._syntax: dict[tuple[int, int, str, int, bool], list[SyntaxSpans]] = {}
@@ -184,7 +198,7 @@ class DiffView(LineView, can_focus=True):
         self._set_diff(self.source)
         if self.text_selection is not None:
             self.screen.clear_selection()  # it was made on the text shown before
-        self.scroll_to(0, 0, animate=False, immediate=True)
+        self.scroll_to(0, 0, animate=False, immediate=True, force=True)
 
     def show_whole(self, path: str, content: str, note: str) -> None:
         """The file `path` of the diff whole (`content`: the file after the change), its changes marked."""
@@ -194,7 +208,18 @@ class DiffView(LineView, can_focus=True):
         self.whole = path
         self.notes = [note]
         self._set_diff(prepare(Diff([whole_file(file, content)])))
-        self.scroll_to(0, 0, animate=False, immediate=True)
+        # Open at the first change, a few lines of the file above it.
+        top = 0
+        layout = self._ensure_layout()
+        if layout is not None:
+            lines = self.diff.files[0].hunks[0].lines if self.diff.files[0].hunks else []
+            for index, item in enumerate(layout.items):
+                if item[0] in "lr" and any(
+                    i is not None and lines[i].kind != " " for i in item[3 : 5 if item[0] == "r" else 4]
+                ):
+                    top = max(layout.starts[index] - 3, 0)
+                    break
+        self.scroll_to(0, top, animate=False, immediate=True, force=True)
 
     def show_diff(self) -> None:
         """Back from a whole file to the diff, at that file."""
@@ -206,7 +231,7 @@ class DiffView(LineView, can_focus=True):
             if item[0] == "f" and self.diff.files[item[1]].path == path:
                 top = layout.starts[index] if layout is not None else 0
                 break
-        self.scroll_to(0, top, animate=False, immediate=True)
+        self.scroll_to(0, top, animate=False, immediate=True, force=True)
 
     def set_split(self, split: bool) -> None:
         """Side by side (when the pane is wide enough) or unified, keeping the line at the top."""
@@ -244,6 +269,7 @@ class DiffView(LineView, can_focus=True):
     def _set_diff(self, prepared: Prepared) -> None:
         self.diff = prepared.diff
         self._display, self._cells, self._languages = prepared.display, prepared.cells, prepared.languages
+        self._irregular = prepared.irregular
         self._syntax.clear()
         self._sides.clear()
         self._words.clear()
@@ -263,7 +289,7 @@ class DiffView(LineView, can_focus=True):
         if anchor is not None:
             for index, item in enumerate(layout.items):
                 if self._key(item) == anchor:
-                    self.scroll_to(0, layout.starts[index], animate=False, immediate=True)
+                    self.scroll_to(0, layout.starts[index], animate=False, immediate=True, force=True)
                     break
         self.refresh()
 
@@ -341,7 +367,6 @@ class DiffView(LineView, can_focus=True):
         unified_text = max(width - (2 * digits + 4), 8)
         half = (width - 1) // 2
         left_text = max(half - (digits + 3), 4)
-        right_text = max(width - 1 - half - (digits + 3), 4)
         for fi, file in enumerate(self.diff.files):
             items.append(("f", fi))
             heights.append(1)
@@ -353,26 +378,27 @@ class DiffView(LineView, can_focus=True):
                     items.append(("@", fi, hi))
                     heights.append(1)
                 if split:
-                    for left, right in hunk.rows():
-                        items.append(("r", fi, hi, left, right))
-                        heights.append(
-                            max(
-                                1 if left is None else self._height(fi, hi, left, left_text),
-                                1 if right is None else self._height(fi, hi, right, right_text),
-                            )
-                        )
+                    each = self._heights(fi, hi, left_text)
+                    rows = hunk.rows()
+                    items.extend([("r", fi, hi, left, right) for left, right in rows])
+                    heights.extend(
+                        [max(1 if a is None else each[a], 1 if b is None else each[b]) for a, b in rows]
+                    )
                 else:
-                    for li in range(len(lines)):
-                        items.append(("l", fi, hi, li))
-                        heights.append(self._height(fi, hi, li, unified_text))
+                    items.extend([("l", fi, hi, li) for li in range(len(lines))])
+                    heights.extend(self._heights(fi, hi, unified_text))
         if self.diff.omitted:
             note(f"… {self.diff.omitted:,} more diff lines not shown", "notice")
-        starts: list[int] = []
-        total = 0
-        for h in heights:
-            starts.append(total)
-            total += h
+        starts = list(accumulate(heights, initial=0))
+        total = starts.pop()
         return _Layout(width, split, items, starts, total, digits)
+
+    def _heights(self, fi: int, hi: int, width: int) -> list[int]:
+        """How many rows each line of a hunk takes at `width` cells of text."""
+        out = [1 if c <= width else -(-c // width) for c in self._cells[fi][hi]]
+        for li in self._irregular[fi][hi]:
+            out[li] = self._height(fi, hi, li, width)
+        return out
 
     def _height(self, fi: int, hi: int, li: int, width: int) -> int:
         """How many rows the line takes at `width` cells of text (as `_chunks` cuts it)."""
@@ -552,14 +578,14 @@ class DiffView(LineView, can_focus=True):
         half = (layout.width - 1) // 2
         sides = [
             self._half(layout, fi, hi, left, "old", half, block),
-            self._half(layout, fi, hi, right, "new", layout.width - 1 - half, block),
+            self._half(layout, fi, hi, right, "new", half, block),
         ]
         height = max(len(sides[0]), len(sides[1]))
         separator = Segment("│", self._style("gutter"))
         out = []
         for k in range(height):
             parts = []
-            for s, (side, cells) in enumerate(zip(sides, (half, layout.width - 1 - half), strict=True)):
+            for s, (side, cells) in enumerate(zip(sides, (half, half), strict=True)):
                 if k < len(side):
                     parts.append(side[k])
                 else:

@@ -230,8 +230,10 @@ def test_line_end_marks() -> None:
 
 
 def test_a_whole_file_marks_the_changed_lines_among_all_the_others() -> None:
-    content = "#!/usr/bin/env python3\n" + "".join(f"# line {i}\n" for i in range(2, 40)) + "x = 2\n"
-    diff = "--- a/hooks/n.py\n+++ b/hooks/n.py\n@@ -37,4 +37,4 @@\n # line 37\n # line 38\n # line 39\n-x = 1\n+x = 2\n"
+    lines = ["#!/usr/bin/env python3"] + [f"# line {i}" for i in range(2, 101)]
+    lines[49] = "x = 2"
+    content = "\n".join(lines) + "\n"
+    diff = "--- a/hooks/n.py\n+++ b/hooks/n.py\n@@ -48,5 +48,5 @@\n # line 48\n # line 49\n-x = 1\n+x = 2\n # line 51\n # line 52\n"
 
     async def scenario(pilot: Pilot[Any], view: DiffView) -> None:
         view.show(Text("edit"), diff)
@@ -239,16 +241,26 @@ def test_a_whole_file_marks_the_changed_lines_among_all_the_others() -> None:
         assert view.current_file() is not None and view.current_file().path == "hooks/n.py"  # type: ignore[union-attr]
         view.show_whole("hooks/n.py", content, "hooks/n.py, whole")
         await pilot.pause()
+        on_screen = [view.render_line(y).text.rstrip() for y in range(view.scrollable_size.height)]
+        assert on_screen[3:5] == [" 50     - x = 1", "     50 + x = 2"], (
+            "it opens at the first change, 3 rows down"
+        )
         rows = texts(view)
         assert "hooks/n.py, whole" in rows
         assert not any(row.startswith("@@") for row in rows), "one hunk, the whole file: no hunk header"
-        numbered = [row for row in rows if row[:2].strip().isdigit() or row[3:5].strip().isdigit()]
-        assert numbered[0] == " 1  1   #!/usr/bin/env python3"
-        assert numbered[-2:] == ["40    - x = 1", "   40 + x = 2"]
-        assert len(numbered) == 41
+        numbered = [row for row in rows if row[:7].strip()[:1].isdigit()]
+        assert numbered[0] == "  1   1   #!/usr/bin/env python3"
+        assert numbered[48:52] == [
+            " 49  49   # line 49",
+            " 50     - x = 1",
+            "     50 + x = 2",
+            " 51  51   # line 51",
+        ]
+        assert numbered[-1] == "100 100   # line 100"
+        assert len(numbered) == 101
         view.show_diff()
         await pilot.pause()
-        assert any(row.startswith("@@ -37,4 +37,4 @@") for row in texts(view)), "back to the diff"
+        assert any(row.startswith("@@ -48,5 +48,5 @@") for row in texts(view)), "back to the diff"
 
     run(scenario)
 
