@@ -395,7 +395,10 @@ class DiffView(LineView, can_focus=True):
 
     def _heights(self, fi: int, hi: int, width: int) -> list[int]:
         """How many rows each line of a hunk takes at `width` cells of text."""
-        out = [1 if c <= width else -(-c // width) for c in self._cells[fi][hi]]
+        texts = self._display[fi][hi]
+        out = [
+            1 if c <= width else len(_row_starts(texts[i], width)) for i, c in enumerate(self._cells[fi][hi])
+        ]
         for li in self._irregular[fi][hi]:
             out[li] = self._height(fi, hi, li, width)
         return out
@@ -403,11 +406,9 @@ class DiffView(LineView, can_focus=True):
     def _height(self, fi: int, hi: int, li: int, width: int) -> int:
         """How many rows the line takes at `width` cells of text (as `_chunks` cuts it)."""
         line = self.diff.files[fi].hunks[hi].lines[li]
-        text = self._display[fi][hi][li]
-        if text.isascii():
-            n = self._cells[fi][hi][li] + _suffix_len(line)
-            return 1 if n <= width else -(-n // width)
-        return len(_row_starts(text + _suffix(line), width))
+        if self._cells[fi][hi][li] + _suffix_len(line) <= width:
+            return 1
+        return len(_row_starts(self._display[fi][hi][li] + _suffix(line), width))
 
     @staticmethod
     def _file_notes(file: FileDiff) -> list[str]:
@@ -767,18 +768,34 @@ def _suffix_len(line: Line) -> int:
 
 
 def _row_starts(plain: str, width: int) -> list[int]:
-    """Where each row of `plain` starts when it is cut at `width` cells (a wide character that
-    does not fit goes to the next row)."""
+    """Where each row of `plain` starts when it is wrapped at `width` cells: after the last blank
+    in the second half of a row (words stay whole), else at the width (a long word, a wide
+    character that does not fit)."""
     if plain.isascii():
-        return list(range(0, len(plain), width)) or [0]
-    offsets, used = [0], 0
+        starts, at = [0], 0
+        while len(plain) - at > width:
+            blank = plain.rfind(" ", at + width // 2, at + width)
+            at = blank + 1 if blank >= 0 else at + width
+            starts.append(at)
+        return starts
+    starts, used = [0], 0
+    blank, after = -1, 0  # the last blank of the row, and the cells after it
     for i, ch in enumerate(plain):
         size = get_character_cell_size(ch)
         if used + size > width and used:
-            offsets.append(i)
-            used = 0
+            if blank >= 0 and used - after >= width // 2:
+                starts.append(blank + 1)
+                used = after
+            else:
+                starts.append(i)
+                used = 0
+            blank, after = -1, 0
         used += size
-    return offsets
+        if ch == " ":
+            blank, after = i, 0
+        else:
+            after += size
+    return starts
 
 
 def _selected(strip: Strip, span: tuple[int, int], style: Style) -> Strip:

@@ -11,7 +11,9 @@ from typing import Any
 from rich.color import Color
 from rich.text import Text
 from textual.app import App, ComposeResult
+from textual.geometry import Offset
 from textual.pilot import Pilot
+from textual.selection import Selection
 from textual.strip import Strip
 
 from evolve_console.diffview import CONTINUATION, CR, MIN_SPLIT, NO_NEWLINE, DiffView
@@ -154,21 +156,26 @@ def test_markdown_json_and_shell_by_name_and_shebang() -> None:
     run(scenario)
 
 
-def test_long_lines_wrap_with_a_continuation_mark() -> None:
-    long = "word " * 60  # 300 characters
-    diff = f"--- a/prompts/chat.md\n+++ b/prompts/chat.md\n@@ -1 +1,2 @@\n {long}\n+short\n"
+def test_long_lines_wrap_at_words_with_a_continuation_mark() -> None:
+    prose = "Answer plainly and briefly, and say in one line what you changed. " * 4  # 268 characters
+    blob = "x" * 130  # no blank to wrap at
+    diff = f"--- a/prompts/chat.md\n+++ b/prompts/chat.md\n@@ -1,2 +1,3 @@\n {prose}\n {blob}\n+short\n"
 
     async def scenario(pilot: Pilot[Any], view: DiffView) -> None:
         view.show(Text("wrap"), diff)
         await pilot.pause()
-        rows = [strip.text for strip in strips(view)]
-        first = next(i for i, row in enumerate(rows) if row.startswith("1 1   word"))
         text_width = view.scrollable_size.width - 6  # "1 1 " and the sign column ("  ")
-        wrapped = rows[first : first + -(-len(long) // text_width)]
+        rows = [strip.text[:6] + strip.text[6:].rstrip() for strip in strips(view)]
+        first = next(i for i, row in enumerate(rows) if row.startswith("1 1   Answer"))
+        last = next(i for i, row in enumerate(rows) if row.startswith("2 2   xxx"))
+        wrapped = rows[first:last]
+        assert len(wrapped) > 1 and all(len(row) <= 6 + text_width for row in wrapped)
         assert [row[4] for row in wrapped] == [" "] + [CONTINUATION] * (len(wrapped) - 1)
         assert all(row[:4] == "    " for row in wrapped[1:]), "no line numbers on a continuation"
-        assert "".join(row[6:] for row in wrapped).rstrip() == long.rstrip(), "nothing lost at the cuts"
-        assert rows[first + len(wrapped)].startswith("  2 + short"), "the next line follows the last row"
+        assert " ".join(row[6:] for row in wrapped) == prose.rstrip(), "cut between words, nothing lost"
+        hard = rows[last : last + 3]
+        assert [row[6:] for row in hard] == ["x" * text_width, "x" * text_width, "x" * (130 - 2 * text_width)]
+        assert rows[last + 3].startswith("  3 + short"), "the next line follows the last row"
 
     run(scenario, size=(60, 30))
 
@@ -284,3 +291,21 @@ def test_the_end_of_a_2_mb_diff_is_drawn() -> None:
         assert with_background(added, word) == ["PAYLOAD"], "the words of the last pairs are marked too"
 
     run(scenario)
+
+
+def test_selected_text_is_what_the_rows_show() -> None:
+    async def scenario(pilot: Pilot[Any], view: DiffView) -> None:
+        view.show(Text("edit"), HOOK_EDIT)
+        await pilot.pause()
+        rows = texts(view)
+        limit = rows.index("  3 + LIMIT = 3")
+        copied = view.get_selection(Selection(Offset(6, limit), Offset(11, limit + 1)))
+        assert copied is not None
+        assert copied[0] == f"LIMIT = 3\n{rows[limit + 1][:11]}"
+        view.screen.selections = {view: Selection(Offset(6, limit), Offset(11, limit))}
+        await pilot.pause()
+        selected = view.screen.get_component_rich_style("screen--selection").bgcolor
+        row = view.render_line(limit - round(view.scroll_offset.y))
+        assert with_background(row, selected) == ["LIMIT"]
+
+    run(scenario, size=(140, 30))
