@@ -451,6 +451,8 @@ class DiffView(LineView, can_focus=True):
         layout = self._ensure_layout()
         if layout is None:
             return None
+        if selection.start is None and selection.end is None:
+            return self.as_text(), "\n"  # all of it: as a diff, not row by row (2 MB would take seconds)
         first = selection.start.y if selection.start is not None else 0
         last = min(selection.end.y if selection.end is not None else layout.rows - 1, layout.rows - 1)
         rows = [""] * first  # rows above the selection: only their count matters
@@ -459,6 +461,17 @@ class DiffView(LineView, can_focus=True):
             within = row - layout.starts[index]
             rows.append(self._block(layout, index, within // BLOCK)[within % BLOCK].text.rstrip())
         return selection.extract("\n".join(rows)), "\n"
+
+    def as_text(self) -> str:
+        """The head and the diff shown, as plain text: a line per diff line, with its sign."""
+        out = [self.head.plain, ""]
+        for file in self.diff.files:
+            out.append(f"{file.old_path or '/dev/null'} → {file.new_path or '/dev/null'} ({file.status})")
+            out += self._file_notes(file)
+            for hunk in file.hunks:
+                out.append(hunk.header)
+                out += [line.kind + line.text for line in hunk.lines]
+        return "\n".join(out) + "\n"
 
     def selection_updated(self, selection: Selection | None) -> None:
         self.refresh()

@@ -302,6 +302,11 @@ def test_selected_text_is_what_the_rows_show() -> None:
         copied = view.get_selection(Selection(Offset(6, limit), Offset(11, limit + 1)))
         assert copied is not None
         assert copied[0] == f"LIMIT = 3\n{rows[limit + 1][:11]}"
+        everything = view.get_selection(Selection(None, None))
+        assert everything is not None and everything[0].startswith(
+            "edit\n\nhooks/notes.py → hooks/notes.py (modified)\n"
+        )
+        assert "\n-PROMPT = " in everything[0] and "\n+LIMIT = 3\n" in everything[0]
         view.screen.selections = {view: Selection(Offset(6, limit), Offset(11, limit))}
         await pilot.pause()
         selected = view.screen.get_component_rich_style("screen--selection").bgcolor
