@@ -19,7 +19,15 @@ from .activity import Activity
 from .bus import EventBus
 from .commits import Commits
 from .gitstore import GitError, RevertConflict
-from .protocol.records import Change, PendingChange, Provenance, ReviewRecorded, SessionInfo, new_id
+from .protocol.records import (
+    Change,
+    FileAtChange,
+    PendingChange,
+    Provenance,
+    ReviewRecorded,
+    SessionInfo,
+    new_id,
+)
 from .provenance import PROVENANCE_REF, decode
 from .toolhost import CallContext
 from .workspace import Workspace, write_atomic
@@ -163,6 +171,25 @@ class Changes:
         sha = self._resolve(rev)
         text, truncated = self._git.show_diff(sha)
         return {"sha": sha, "diff": text, "truncated": truncated}
+
+    def file(self, rev: str, path: str, old_path: str | None = None, limit: int = 2_000_000) -> FileAtChange:
+        """`path` as commit `rev` left it and (as `old_path`, for a rename) as it was before, each
+        cut at `limit` characters; for a binary file, only that it is binary."""
+        sha = self._resolve(rev)
+        old_path = old_path or path
+        before, after = self._git.file_versions(sha, path, old_path)
+        if before is None and after is None:
+            raise ChangeError(f"commit {sha[:10]} has no file {path!r} (nor had its parent {old_path!r})")
+        found = FileAtChange(sha, path, old_path, None, None)
+        if any(b"\0" in data[:8000] for data in (before, after) if data):  # as git tells binary files
+            found.binary = True
+            return found
+        for side, data in (("before", before), ("content", after)):
+            if data is not None:
+                text = data.decode("utf-8", errors="replace")
+                found.truncated = found.truncated or len(text) > limit
+                setattr(found, side, text[:limit])
+        return found
 
     def _resolve(self, rev: str) -> str:
         try:

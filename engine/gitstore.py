@@ -264,6 +264,28 @@ class GitStore:
             out = self._git("show", "--format=", "--patch", "--no-color", "--no-ext-diff", sha)
         return (out[:limit], True) if len(out) > limit else (out, False)
 
+    def file_versions(
+        self, sha: str, path: str, old_path: str, max_bytes: int = 8_000_000
+    ) -> tuple[bytes | None, bytes | None]:
+        """The bytes of `old_path` in the first parent of commit `sha` and of `path` in `sha`, the
+        first `max_bytes` of each (None where there is no such file: created, deleted, a root
+        commit, or not a file)."""
+
+        def blob(tree: git.Tree, rel: str) -> bytes | None:
+            try:
+                found = tree / rel
+            except KeyError:
+                return None
+            if found.type != "blob":
+                return None
+            data: bytes = found.data_stream.read(min(found.size, max_bytes))
+            return data
+
+        with self._lock:
+            commit = self.repo.commit(sha)
+            before = blob(commit.parents[0].tree, old_path) if commit.parents else None
+            return before, blob(commit.tree, path)
+
     def reviews(self, limit: int = 1000) -> dict[str, str]:
         """Commit sha -> review note, for the reviewed commits among the newest `limit`."""
         return self.notes(NOTES_REF, limit)

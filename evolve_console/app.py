@@ -26,10 +26,12 @@ from textual.message import Message
 from textual.widgets import Button, Input, Switch
 from textual.worker import Worker, WorkerState
 
-from engine.protocol import HookRun, SessionInfo, StageResult, ToolCall
+from engine.protocol import FileAtChange, HookRun, SessionInfo, StageResult, ToolCall
 
 from .client import EngineClient, EngineError, EngineGone, Target
 from .detail import DetailPane
+from .diffmodel import FileDiff
+from .diffview import MIN_SPLIT, DiffView, prepare
 from .format import ago, as_json, clock_time, session_label, short
 from .keybar import KeyBar
 from .line import Line
@@ -105,6 +107,28 @@ class EvolveConsole(App[None]):
             "Reject",
             id="change.reject",
             tooltip="Reject the selected pending change (asks why)",
+        ),
+        # Reading a diff (self-modifications view).
+        Binding(
+            "w",
+            "diff_wide",
+            "Wide",
+            id="diff.wide",
+            tooltip="The diff at the full width, the table out of the way",
+        ),
+        Binding(
+            "v",
+            "diff_split",
+            "Split",
+            id="diff.side_by_side",
+            tooltip=f"Old and new side by side (needs {MIN_SPLIT} columns), or unified",
+        ),
+        Binding(
+            "o",
+            "diff_file",
+            "File",
+            id="diff.file",
+            tooltip="The whole file at this change with its changes marked, or back to the diff",
         ),
         Binding(
             "n",
@@ -526,12 +550,15 @@ class EvolveConsole(App[None]):
     @work(exclusive=True, group="change-detail", exit_on_error=False)
     async def load_change(self, change: ChangeEntry) -> None:
         view = self.query_one(ChangesView)
+        # A diff is parsed and measured in a thread: 2 MB of it takes a few hundred milliseconds.
         if change.pending_id:
             pending = await self.client.get(f"/v1/pending/{change.pending_id}")
-            view.show_change(change, pending.get("diff") or "", False, self.name_session)
+            prepared = await asyncio.to_thread(prepare, pending.get("diff") or "")
+            view.show_change(change, prepared, False, self.name_session)
         else:
             diff = await self.client.get(f"/v1/changes/{change.key}/diff")
-            view.show_change(change, diff["diff"], diff.get("truncated", False), self.name_session)
+            prepared = await asyncio.to_thread(prepare, diff["diff"])
+            view.show_change(change, prepared, diff.get("truncated", False), self.name_session)
 
     @on(KeyedTable.RowHighlighted, "#tools-table")
     def tool_highlighted(self, event: KeyedTable.RowHighlighted) -> None:
@@ -570,8 +597,8 @@ class EvolveConsole(App[None]):
                 self.render_badges()  # the failures are seen now
         # The focus goes with the view, in the same frame (every focus change repaints the whole
         # screen); a widget of a hidden view must not keep it.
-        tables = new.query(KeyedTable)
-        self.screen.set_focus(tables.first() if tables else None)
+        # (A view's table, or its diff when the diff takes the full width.)
+        self.screen.set_focus(next((w for w in new.query("KeyedTable, DiffView") if w.display), None))
 
     @on(ViewBar.Selected)
     def view_selected(self, event: ViewBar.Selected) -> None:
@@ -695,11 +722,15 @@ class EvolveConsole(App[None]):
         if action in ("follow", "toggle_failures"):
             return tab == "runs" or (action == "follow" and tab in ("stages", "changes", "tools"))
         if action == "more":
-            return tab in ("runs", "stages", "sessions", "heartbeat", "tools", "changes")
+            return tab in ("runs", "stages", "sessions", "heartbeat", "tools")
         if action == "toggle_schemas":
             return tab == "sessions"
         if action == "toggle_needs_review":
             return tab == "changes"
+        if action in ("diff_wide", "diff_split", "diff_file"):
+            if tab != "changes":
+                return False
+            return action != "diff_file" or self.selected_change() is not None or None
         if action == "open":
             return tab in ("runs", "tools", "changes", "stages")
         if action == "go_back":
@@ -904,7 +935,6 @@ class EvolveConsole(App[None]):
             "stages": "#stage-detail",
             "sessions": "#session-detail",
             "tools": "#tool-detail",
-            "changes": "#change-detail",
         }.get(self.shown)
         if pane is None:
             return
@@ -941,6 +971,71 @@ class EvolveConsole(App[None]):
             engine_for(Path(str(self.target.workspace)), create=False)
         except LaunchError as exc:
             self.call_from_thread(self.toast, str(exc), "error")
+
+    # ---- reading a diff (self-modifications) --------------------------------------------------
+
+    def action_diff_wide(self) -> None:
+        view = self.query_one(ChangesView)
+        view.set_wide(not view.wide)
+
+    def action_diff_split(self) -> None:
+        view = self.query_one(ChangesView)
+        diff = self.query_one("#change-detail", DiffView)
+        if diff.split:
+            diff.set_split(False)
+            return
+        if not diff.split_fits():
+            if view.full_width() < MIN_SPLIT:
+                self.notify(
+                    f"side by side needs {MIN_SPLIT} columns for the diff; at the full width it has "
+                    f"{view.full_width()}: widen the terminal",
+                    title="too narrow",
+                    severity="warning",
+                    timeout=6,
+                )
+                return
+            view.set_wide(True)  # the table goes out of the way to make room
+        diff.set_split(True)
+
+    def action_diff_file(self) -> None:
+        diff = self.query_one("#change-detail", DiffView)
+        if diff.whole is not None:
+            diff.show_diff()
+            return
+        change, file = self.selected_change(), diff.current_file()
+        if change is None or change.key != self.query_one(ChangesView).shown_key:
+            return
+        if file is None:
+            self.notify("this change has no file to show", timeout=4)
+        elif file.binary:
+            self.notify(f"{file.path} is a binary file: it cannot be shown", timeout=5)
+        elif file.new_path is None:
+            self.notify(f"this change deleted {file.path}: the diff shows all of it", timeout=5)
+        else:
+            self.load_whole_file(change, file)
+
+    @work(exclusive=True, group="change-file", exit_on_error=False)
+    async def load_whole_file(self, change: ChangeEntry, file: FileDiff) -> None:
+        if change.pending_id:
+            pending = await self.client.get(f"/v1/pending/{change.pending_id}")
+            content, note = pending.get("content") or "", "as it would be once approved"
+        else:
+            found = FileAtChange.from_dict(
+                await self.client.request(
+                    "GET",
+                    f"/v1/changes/{change.key}/file",
+                    params={"path": file.new_path, "old_path": file.old_path},
+                )
+            )
+            if found.binary:
+                self.notify(f"{file.path} is a binary file: it cannot be shown", timeout=5)
+                return
+            content, note = found.content or "", f"as {found.sha[:10]} left it"
+            if found.truncated:
+                note += " (cut at 2,000,000 characters)"
+        diff = self.query_one("#change-detail", DiffView)
+        if self.query_one(ChangesView).shown_key == change.key and diff.whole is None:
+            diff.show_whole(file.path, content, f"{file.path}, whole, {note}; o: back to the diff")
 
     # ---- errors of workers ------------------------------------------------------------------
 

@@ -32,6 +32,12 @@ async def changing(action: Callable[[], Awaitable[_T]]) -> _T:
         raise ApiError(409, str(exc), exc.details) from exc
 
 
+def lines_of(text: str) -> list[str]:
+    """The lines of `text` as git counts them (split at "\n" only), each with its line end."""
+    parts = text.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
 def add_operator_routes(router: Router, engine: Engine) -> None:
     def journal() -> Journal:
         if engine.journal is None:
@@ -186,6 +192,17 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
             await changing(lambda: asyncio.to_thread(engine.changes.diff, request.path_params["rev"]))
         )
 
+    @router.add("/v1/changes/{rev}/file", "GET")
+    async def change_file(request: Request) -> Response:
+        path = request.query_params.get("path")
+        if not path:
+            raise ApiError(
+                400, "query parameter 'path' is required: a file of the commit, e.g. hooks/notes.py"
+            )
+        rev, old_path = request.path_params["rev"], request.query_params.get("old_path")
+        found = await changing(lambda: asyncio.to_thread(engine.changes.file, rev, path, old_path))
+        return JSONResponse(found.to_dict())
+
     @router.add("/v1/changes/{rev}/approve", "POST")
     async def change_approve(request: Request) -> Response:
         who = opt_str(await body(request), "by") or "operator"
@@ -214,10 +231,12 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
             before = (engine.workspace.root / item.file).read_text(encoding="utf-8", errors="replace")
         except OSError:
             before = ""
+        # A last line without a newline gets git's marker, or it would run into the next line.
         diff = "".join(
-            difflib.unified_diff(
-                before.splitlines(keepends=True),
-                (item.content or "").splitlines(keepends=True),
+            line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+            for line in difflib.unified_diff(
+                lines_of(before),
+                lines_of(item.content or ""),
                 f"a/{item.file}",
                 f"b/{item.file}",
             )

@@ -191,6 +191,19 @@ class Change(Record):
 
 
 @dataclass
+class FileAtChange(Record):
+    """One file as a commit left it and as it was just before (`GET /v1/changes/{rev}/file`)."""
+
+    sha: str  # the commit
+    path: str  # the file after the commit
+    old_path: str  # and before it (another path for a rename)
+    content: str | None  # after the commit; None when the commit deleted the file (or it is binary)
+    before: str | None  # in the commit's first parent; None when the commit created it (or it is binary)
+    binary: bool = False  # either side holds a NUL byte: no content is given
+    truncated: bool = False  # a side was cut at 2,000,000 characters
+
+
+@dataclass
 class PendingChange(Record):
     """An agent's change held for review (`"review": "gate"`)."""
 

@@ -1,6 +1,6 @@
 """View 5, self-modifications: the workspace's git history and the changes held for review, each with
 where it came from and its review state; the selected change with why it was made, what was checked,
-and its diff."""
+and its diff (`DiffView`: full width, side by side, whole file)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button
 
-from ..detail import DetailPane, Part
+from ..detail import Part
+from ..diffview import DiffView, Prepared
 from ..format import as_json, clock_time, date_time, short
 from ..model import ChangeEntry
 from ..table import KeyedTable
@@ -67,7 +68,7 @@ class ChangesView(Vertical):
                 ],
                 id="changes-table",
             )
-            yield DetailPane("select a change", id="change-detail", classes="detail")
+            yield DiffView("select a change", id="change-detail", classes="detail")
 
     def row(self, c: ChangeEntry, name: Namer) -> tuple[str, list[Any]]:
         origin = c.origin or "manual"
@@ -120,12 +121,39 @@ class ChangesView(Vertical):
                 )
         return head, parts
 
-    def show_change(self, c: ChangeEntry, diff: str, truncated: bool, name: Namer) -> None:
+    def show_change(self, c: ChangeEntry, diff: Prepared | str, truncated: bool, name: Namer) -> None:
         head, parts = self.head(c, name)
+        for part in parts:  # the diff pane draws one head: the parts above the diff go into it
+            head.append(f"\n\n{part.title}\n", style="bold")
+            head.append(short(part.text, 4000) if part.text else part.empty, style="" if part.text else "dim")
         if truncated:
             head.append("\n(diff truncated; see it in full with git show)", style="yellow")
-        parts.append(Part("diff", "diff", diff, empty="(no textual changes)", language="diff"))
-        self.query_one(DetailPane).show(head, parts)
+        self.shown_key = c.key
+        self.query_one(DiffView).show(head, diff, empty="(no textual changes)")
+
+    # ---- reading a diff ----------------------------------------------------------------------
+
+    shown_key: str | None = None  # the change whose diff is shown
+
+    @property
+    def wide(self) -> bool:
+        return self.has_class("-wide")
+
+    def set_wide(self, wide: bool) -> None:
+        """The diff at the view's full width, the table out of the way; or both side by side again.
+        The focus goes with the diff, and back to the table."""
+        table, diff = self.query_one(KeyedTable), self.query_one(DiffView)
+        self.set_class(wide, "-wide")
+        table.display = not wide
+        if wide and not diff.has_focus:
+            diff.focus()
+        elif not wide and diff.has_focus:
+            table.focus()
+
+    def full_width(self) -> int:
+        """The diff's width at the full width of the view (its text: without padding and scrollbar)."""
+        diff = self.query_one(DiffView)
+        return self.size.width - (diff.outer_size.width - diff.scrollable_size.width)
 
 
 def short_subject(c: ChangeEntry) -> str:

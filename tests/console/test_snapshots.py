@@ -42,6 +42,7 @@ from engine.protocol.records import HookRun, PendingChange, StageResult
 from evolve_console.app import EvolveConsole
 from evolve_console.client import Target
 from evolve_console.detail import DetailPane
+from evolve_console.diffview import DiffView
 from evolve_console.table import KeyedTable
 from tests.console.conftest import connected, make_isolated_env, settle, wait_until
 from tests.support.engine_process import EngineProcess
@@ -464,7 +465,9 @@ def normalise(svg: str) -> str:
 
 
 def detail_loaded(app: EvolveConsole, pane: str, placeholder: str) -> bool:
-    return app.query_one(f"#{pane}", DetailPane).head.plain != placeholder
+    widget = app.query_one(f"#{pane}")
+    assert isinstance(widget, DetailPane | DiffView)
+    return widget.head.plain != placeholder
 
 
 async def screenshot(engine: EngineProcess, key: str) -> str:
