@@ -373,6 +373,8 @@ class EvolveConsole(App[None]):
             text.append(" opencode ○ not connected ", style=style)
         if not model.connected and model.status is not None:
             text.append_text(stale)
+        if model.connected:
+            text.append(f"  {model.detail}", style="dim")
         errors = model.status.config_errors if model.status else []
         if errors:
             text.append(
