@@ -49,6 +49,7 @@ class Changes:
         bus: EventBus,
         activity: Activity,
         files_changed: Callable[[list[str]], Awaitable[None]],
+        held: Callable[[PendingChange], None] | None = None,
     ) -> None:
         self._workspace = workspace
         self._commits = commits
@@ -56,6 +57,7 @@ class Changes:
         self._bus = bus
         self._activity = activity
         self._files_changed = files_changed  # hooks, prompts or config changed: reload them
+        self._held = held  # a change was held for review (it is replayed for the reviewer)
         self.dir = workspace.state_dir / "pending"
 
     # ---- history ----------------------------------------------------------------------------
@@ -145,6 +147,8 @@ class Changes:
         )
         self._save(pending)
         self._bus.publish(pending.summary())
+        if self._held is not None:
+            self._held(pending)
         return pending
 
     def _save(self, pending: PendingChange) -> None:
