@@ -305,7 +305,8 @@ class Replayer:
         before: Overlay = {f: self._file_at(parent, f) if parent else None for f in files}
         after: Overlay = {f: self._file_at(sha, f) for f in files}
         subject = self._git.subject(sha) or sha[:10]
-        what = f"{len(files)} file{'' if len(files) == 1 else 's'} of {sha[:10]}"
+        one = len(files) == 1
+        what = files[0] if one else f"the {len(files)} files it changed"
         return Change(
             kind="commit",
             target=sha,
@@ -313,9 +314,9 @@ class Replayer:
             files=files,
             before=before,
             after=after,
-            before_text=f"the workspace now, with the {what} as they were before it"
-            + ("" if parent else " (absent: it is the first commit)"),
-            after_text=f"the workspace now, with the {what} as it made them",
+            before_text=f"the workspace now, with {what} as before {sha[:10]}"
+            + ("" if parent else f" (absent: {sha[:10]} is the first commit)"),
+            after_text=f"the workspace now, with {what} as {sha[:10]} made {'it' if one else 'them'}",
         )
 
     def _file_at(self, rev: str, path: str) -> FileVersion | None:
