@@ -16,13 +16,17 @@ import re
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 
-TOKEN = re.compile(r"\s+|\w+|[^\w\s]")
+# A word or a punctuation mark with the white space after it (white space alone only where a line
+# starts with it), so that a changed phrase is one change, not words interleaved with the spaces
+# the two versions happen to share.
+TOKEN = re.compile(r"\s+|\w+\s*|[^\w\s]\s*")
 
 Opcode = tuple[str, int, int, int, int]
 
 
 def tokens(text: str) -> list[str]:
-    """Words, runs of white space and single punctuation marks; joined they give `text` back."""
+    """Words and single punctuation marks, each with the white space after it; joined they give
+    `text` back."""
     return TOKEN.findall(text)
 
 
@@ -105,9 +109,19 @@ def compare(before: str, after: str, noise: Volatile | None = None) -> tuple[boo
             _add(segments, "~", new)
         else:
             changed = True
-            _add(segments, "-", old)
-            _add(segments, "+", new)
+            same = _common_space(old, new)  # "plainly " for "tersely ": the space is no change
+            _add(segments, "-", old[: len(old) - len(same)])
+            _add(segments, "+", new[: len(new) - len(same)])
+            _add(segments, "=", same)
     return changed, segments
+
+
+def _common_space(old: str, new: str) -> str:
+    """The white space both end with."""
+    n = 0
+    while n < min(len(old), len(new)) and old[-1 - n] == new[-1 - n] and old[-1 - n].isspace():
+        n += 1
+    return old[len(old) - n :]
 
 
 def _add(segments: list[list[str]], op: str, text: str) -> None:

@@ -27,6 +27,7 @@ from textual.widgets import Button, Input, Switch
 from textual.worker import Worker, WorkerState
 
 from engine.protocol import HookRun, SessionInfo
+from engine.protocol.records import ReplayProgress, ReplayResult
 
 from .client import EngineClient, EngineError, EngineGone, Target
 from .detail import DetailPane
@@ -34,6 +35,7 @@ from .format import as_json, short
 from .keybar import KeyBar
 from .line import Line
 from .model import ChangeEntry, ConsoleModel, Part, Update
+from .replay import ReplayScreen, replay_line, replay_route
 from .screens import ConfirmScreen, MoreScreen, ResultScreen, StageScreen
 from .table import KeyedTable
 from .textual_private import skip_own_layout
@@ -65,6 +67,7 @@ class EvolveCommands(Provider):
         ("change: approve selected", "approve", "record an approval of the selected change in git"),
         ("change: revert selected", "revert", "undo the selected change with a new commit"),
         ("change: reject selected pending change", "reject", "drop a change that awaits review"),
+        ("change: replay selected", "replay", "what the change does to the agent's recorded traffic"),
         ("stage: run by hand", "run_stage", "dispatch a stage to every hook with an input you edit"),
         ("runs: follow new runs", "show_tab('runs');follow", "jump to the newest run and keep following"),
         ("runs: failures only", "show_tab('runs');toggle_failures", "show only failed hook runs"),
@@ -116,6 +119,13 @@ class EvolveConsole(App[None]):
             "r", "revert", "Revert", id="change.revert", tooltip="Revert the selected change (asks first)"
         ),
         Binding("d", "reject", "Reject", id="change.reject", tooltip="Reject the selected pending change"),
+        Binding(
+            "e",
+            "replay",
+            "Replay",
+            id="change.replay",
+            tooltip="Replay the selected change on recorded traffic: what it changes for the agent",
+        ),
         Binding("s", "run_stage", "Run stage", id="stage.run", tooltip="Dispatch a stage by hand"),
         Binding("g", "follow", "Follow", id="runs.follow", tooltip="Jump to the newest row and follow"),
         Binding("x", "toggle_failures", "Failures", id="runs.failures", tooltip="Show only failed runs"),
@@ -329,6 +339,19 @@ class EvolveConsole(App[None]):
             for part in update.redraw - {Part.RUNS, Part.STAGES}:
                 self.draw(part)
             self.render_counts()
+        if update.replays:
+            self._show_replays(update)
+
+    def _show_replays(self, update: Update) -> None:
+        """Replay events to the replay screen open, and the end of one to the selected change."""
+        screen = self.screen
+        for record in update.replays:
+            if isinstance(screen, ReplayScreen):
+                screen.follow(record)
+        selected = self.selected_change()
+        ended = {r.target for r in update.replays if not isinstance(r, ReplayProgress)}
+        if selected is not None and (selected.pending_id or selected.key) in ended:
+            self.load_change(selected)
 
     def _reload_stale(self) -> None:
         parts = self.model.take_reloads()
@@ -395,12 +418,17 @@ class EvolveConsole(App[None]):
 
     @work(exclusive=True, group="change-detail", exit_on_error=False)
     async def load_change(self, change: ChangeEntry) -> None:
+        try:
+            replay: ReplayResult | None = ReplayResult.from_dict(await self.client.get(replay_route(change)))
+        except EngineError:
+            replay = None  # none yet
+        extra = replay_line(replay)
         if change.pending_id:
             pending = await self.client.get(f"/v1/pending/{change.pending_id}")
-            self.query_one(ChangesView).show_change(change, pending.get("diff") or "", False)
+            self.query_one(ChangesView).show_change(change, pending.get("diff") or "", False, extra)
         else:
             diff = await self.client.get(f"/v1/changes/{change.key}/diff")
-            self.query_one(ChangesView).show_change(change, diff["diff"], diff.get("truncated", False))
+            self.query_one(ChangesView).show_change(change, diff["diff"], diff.get("truncated", False), extra)
 
     # ---- filters ----------------------------------------------------------------------------
 
@@ -451,7 +479,7 @@ class EvolveConsole(App[None]):
             return tab == "runs" or (action == "follow" and tab in ("stages", "changes"))
         if action == "more":
             return tab in ("runs", "stages", "sessions")
-        if action in ("approve", "revert", "reject"):
+        if action in ("approve", "revert", "reject", "replay"):
             change = self.selected_change()
             if change is None:
                 return None if tab == "changes" else False
@@ -549,6 +577,11 @@ class EvolveConsole(App[None]):
         change = self.selected_change()
         if change is not None and change.pending_id:
             self.reject_change(change)
+
+    def action_replay(self) -> None:
+        change = self.selected_change()
+        if change is not None:
+            self.push_screen(ReplayScreen(lambda: self.client, change))
 
     @work(group="actions", exit_on_error=False)
     async def reject_change(self, change: ChangeEntry) -> None:

@@ -8,6 +8,7 @@ data (`tests/console/test_model.py`).
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -31,6 +32,8 @@ from engine.protocol.records import (
     JSONDict,
     Notice,
     OpencodeChanged,
+    ReplayProgress,
+    ReplayResult,
     ReviewRecorded,
     SessionChanged,
 )
@@ -152,6 +155,7 @@ class Update:
     redraw: set[Part] = field(default_factory=set)  # parts changed in the model
     reload: set[Part] = field(default_factory=set)  # parts the events only announce: fetch them
     notices: list[tuple[str, Notice]] = field(default_factory=list)  # ("warning" | "error", notice)
+    replays: list[ReplayProgress | ReplayResult] = field(default_factory=list)  # progress, then ends
 
 
 class ConsoleModel:
@@ -270,6 +274,10 @@ class ConsoleModel:
                 self._apply_heartbeat(event, update)
             elif kind in (EventKind.CONFIG, EventKind.HOOKS_DISCOVERED):
                 update.reload.add(Part.STATUS)
+            elif kind in (EventKind.REPLAY_PROGRESS, EventKind.REPLAY):
+                # One that does not parse is skipped: a replay's screen asks for its result itself.
+                with contextlib.suppress(*_UNPARSED):
+                    update.replays.append(event.payload())
             elif kind in (EventKind.WARNING, EventKind.ERROR):
                 try:
                     notice = Notice.from_dict(event.data)

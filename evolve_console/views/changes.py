@@ -65,7 +65,7 @@ class ChangesView(Vertical):
             review_text,
         ]
 
-    def show_change(self, c: ChangeEntry, diff: str, truncated: bool) -> None:
+    def show_change(self, c: ChangeEntry, diff: str, truncated: bool, extra: Text | None = None) -> None:
         head = Text()
         head.append(c.subject or "", style="bold")
         head.append(f"\n{c.origin} · {date_time(c.time)} UTC")
@@ -78,6 +78,9 @@ class ChangesView(Vertical):
             head.append(f"\nreview: {c.review}", style="green")
         if truncated:
             head.append("\n(diff truncated; see it in full with git show)", style="yellow")
+        if extra is not None:
+            head.append("\n")
+            head.append_text(extra)
         self.query_one(DetailPane).show(
             head, [Part("diff", "diff", diff, empty="(no textual changes)", language="diff")]
         )
