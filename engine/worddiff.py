@@ -99,21 +99,48 @@ def compare(before: str, after: str, noise: Volatile | None = None) -> tuple[boo
     """Whether `after` differs from `before` beyond `noise`, and the segments that show it."""
     noise = noise or Volatile()
     a_tokens, b_tokens, ops = opcodes(before, after)
-    changed = False
+    marked = [
+        ("=" if tag == "equal" else "~" if noise.covers(i1, i2) else "!", i1, i2, j1, j2)
+        for tag, i1, i2, j1, j2 in ops
+    ]
+    marked = _readable(marked, a_tokens, b_tokens)
     segments: list[list[str]] = []
-    for tag, i1, i2, j1, j2 in ops:
+    for kind, i1, i2, j1, j2 in marked:
         old, new = "".join(a_tokens[i1:i2]), "".join(b_tokens[j1:j2])
-        if tag == "equal":
+        if kind == "=":
             _add(segments, "=", new)
-        elif noise.covers(i1, i2):
+        elif kind == "~":
             _add(segments, "~", new)
         else:
-            changed = True
             same = _common_space(old, new)  # "plainly " for "tersely ": the space is no change
             _add(segments, "-", old[: len(old) - len(same)])
             _add(segments, "+", new[: len(new) - len(same)])
             _add(segments, "=", same)
-    return changed, segments
+    return any(kind == "!" for kind, *_ in marked), segments
+
+
+def _readable(ops: list[Opcode], a: list[str], b: list[str]) -> list[Opcode]:
+    """Changes joined across a shared word or two between them (a rewritten sentence that happens to
+    keep "you" and "your" reads as one change): an unchanged stretch between two changes goes into
+    them when it is shorter than both changes (much as diff-match-patch's semantic cleanup does)."""
+
+    def size(op: Opcode) -> int:
+        _, i1, i2, j1, j2 = op
+        return max(sum(map(len, a[i1:i2])), sum(map(len, b[j1:j2])))
+
+    out = list(ops)
+    merged = True
+    while merged:
+        merged = False
+        for k in range(1, len(out) - 1):
+            left, mid, right = out[k - 1], out[k], out[k + 1]
+            if (left[0], mid[0], right[0]) != ("!", "=", "!"):
+                continue
+            if size(mid) < min(size(left), size(right)):
+                out[k - 1 : k + 2] = [("!", left[1], right[2], left[3], right[4])]
+                merged = True
+                break
+    return out
 
 
 def _common_space(old: str, new: str) -> str:

@@ -148,6 +148,20 @@ def test_words_that_vary_between_two_runs_are_not_a_change() -> None:
     assert (ops(segments, "-"), ops(segments, "+"), ops(segments, "~")) == ("hello", "goodbye", "09 ")
 
 
+def test_a_replaced_word_is_one_change_and_a_rewritten_sentence_too() -> None:
+    assert compare("Answer plainly and briefly.", "Answer tersely and briefly.") == (
+        True,
+        [["=", "Answer "], ["-", "plainly"], ["+", "tersely"], ["=", " and briefly."]],
+    )
+    # Not "[-You are talking with the person-]{+Do not mention changes+} you [-work for-]...": the
+    # words both happen to keep do not cut the rewrite into pieces.
+    _, segments = compare(
+        "You are talking with the person you work for. Check your notes first.\n",
+        "Do not mention changes you make to your own prompts.\n",
+    )
+    assert [op for op, _ in segments] == ["-", "+", "="], segments
+
+
 def test_inputs_are_chosen_from_distinct_sessions_first_newest_first() -> None:
     recorded = [
         Recorded(f"d{i}", at=float(i), session=session, context={}, history=None)
