@@ -22,6 +22,7 @@ from .protocol.stages import STAGES
 from .protocol.workspace import resolve_workspace
 
 if TYPE_CHECKING:
+    from .protocol.records import PendingChange
     from .runtime import Engine
 
 COMMANDS_GROUP = "evolve.commands"
@@ -325,6 +326,7 @@ def cmd_replay(args: argparse.Namespace) -> int:
     client = _running_client(args, timeout=3600.0)
     if client is not None:  # the engine runs: replay there, so the console sees it
         with contextlib.closing(client):
+            _check_change(root, args.change, pending)  # a mistake is a usage error here as well
             data = _replay_remotely(client, args.change, pending, stages, args.limit)
     else:
         data = asyncio.run(_replay_here(root, args.change, pending, stages, args.limit))
@@ -336,6 +338,31 @@ def cmd_replay(args: argparse.Namespace) -> int:
     if result.state == "cancelled":
         return 130
     return 0 if result.state == "done" else 1
+
+
+def _read_pending(root: Path, pending_id: str) -> PendingChange:
+    from .protocol.records import PendingChange
+
+    path = root / "state" / "pending" / f"{os.path.basename(pending_id)}.json"
+    try:
+        return PendingChange.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        raise UsageError(f"no pending change {pending_id!r} in {root}") from None
+
+
+def _check_change(root: Path, ref: str, pending: bool) -> None:
+    """The commit or the pending change exists (and is still pending)."""
+    if pending:
+        item = _read_pending(root, ref)
+        if item.status != "pending":
+            raise UsageError(f"change {ref} was already {item.status}")
+        return
+    try:
+        sha = GitStore(root).resolve(ref)
+    except GitError:
+        sha = ""
+    if not sha:
+        raise UsageError(f"no commit {ref!r} in {root}")
 
 
 def _progress(done: int, total: int, message: str) -> None:
@@ -378,7 +405,7 @@ async def _replay_here(root: Path, ref: str, pending: bool, stages: list[str], l
     """No engine runs: replay in this process, from the workspace's journal (read only)."""
     from .changes import ChangeError
     from .journal import Journal
-    from .protocol.records import PendingChange, Record, ReplayProgress
+    from .protocol.records import Record, ReplayProgress
     from .replay import Replayer, ReplayError
     from .workspace import Workspace
 
@@ -386,11 +413,10 @@ async def _replay_here(root: Path, ref: str, pending: bool, stages: list[str], l
     journal = Journal(ws.journal_file) if ws.journal_file.exists() else None
 
     def read_pending(pending_id: str) -> PendingChange:
-        path = ws.state_dir / "pending" / f"{os.path.basename(pending_id)}.json"
         try:
-            return PendingChange.from_dict(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError):
-            raise ChangeError(f"no pending change {pending_id!r} in {root}") from None
+            return _read_pending(root, pending_id)
+        except UsageError as exc:
+            raise ChangeError(str(exc)) from None
 
     def publish(record: Record) -> None:
         if isinstance(record, ReplayProgress):

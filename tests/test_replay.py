@@ -465,6 +465,20 @@ def test_replay_through_the_api_and_the_command_line(tmp_path: Path) -> None:
         assert engine.get(f"/v1/changes/{head}/replay")["id"] != done["id"], (
             "the command replays in the engine"
         )
+        for args, message in (
+            (["nope"], "evolve replay: no commit 'nope' in"),
+            (["chg_nope"], "evolve replay: no pending change 'chg_nope' in"),
+            (["HEAD", "--stage", "mutate"], "evolve replay: unknown stage 'mutate'; stages: discover,"),
+        ):
+            proc = subprocess.run(
+                [sys.executable, "-m", "engine", "replay", *args, "--workspace", str(ws)],
+                env=engine.env,
+                cwd=REPO,
+                capture_output=True,
+                text=True,
+                timeout=60,
+            )
+            assert (proc.returncode, proc.stderr.startswith(message)) == (2, True), proc.stderr
     finally:
         engine.stop()
 
