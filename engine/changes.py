@@ -82,6 +82,7 @@ class Changes:
         tell: Callable[[str, str, str], Awaitable[object]],
         sessions: Callable[[], list[SessionInfo]],
         refresh: Callable[[str], bool],
+        held: Callable[[PendingChange], None] | None = None,
     ) -> None:
         self._workspace = workspace
         self._commits = commits
@@ -92,6 +93,7 @@ class Changes:
         self._tell = tell  # (session, message, change): a notification to the session behind a change
         self._sessions = sessions  # the sessions the engine knows
         self._refresh = refresh  # drop a session's frozen prompt: its next request composes one anew
+        self._held = held  # a change was held for review (it is replayed for the reviewer)
         self.dir = workspace.state_dir / "pending"
 
     # ---- history ----------------------------------------------------------------------------
@@ -291,6 +293,8 @@ class Changes:
         )
         self._save(pending)
         self._bus.publish(pending.summary())
+        if self._held is not None:
+            self._held(pending)
         return pending
 
     def _save(self, pending: PendingChange) -> None:

@@ -344,3 +344,37 @@ class GitStore:
     def parent_is_root(self, sha: str) -> bool:
         with self._lock:
             return not self._git("rev-list", "--parents", "-n1", sha).split()[1:]
+
+    def first_parent(self, sha: str) -> str | None:
+        """The commit `sha` was made on (its first parent), None for a root commit."""
+        with self._lock:
+            parents = self._git("rev-list", "--parents", "-n1", sha).split()[1:]
+        return parents[0] if parents else None
+
+    def files_changed(self, sha: str) -> list[str]:
+        """The paths a commit changed against its first parent (all of them for a root commit)."""
+        parent = self.first_parent(sha)
+        with self._lock:
+            if parent is None:
+                out = self._git("ls-tree", "-r", "--name-only", "-z", sha)
+            else:
+                out = self._git("diff", "--name-only", "--no-renames", "-z", parent, sha)
+        return [f for f in out.split("\0") if f]
+
+    def file_at(self, rev: str, path: str) -> tuple[int, bytes] | None:
+        """A file as it was at `rev`: its git mode (0o100755, 0o120000 for a link, ...) and its
+        bytes (a link's target), or None when it did not exist there."""
+        with self._lock:
+            try:
+                blob = self.repo.commit(rev).tree / path
+            except KeyError:
+                return None
+            if blob.type != "blob":
+                return None
+            data: bytes = blob.data_stream.read()
+            return int(blob.mode), data
+
+    def subject(self, sha: str) -> str:
+        """The first line of a commit's message."""
+        with self._lock:
+            return self._git("log", "-1", "--format=%s", sha).strip()

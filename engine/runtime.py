@@ -31,6 +31,7 @@ from .models import ModelMemory
 from .notifier import Notifier
 from .protocol.events import EventKind
 from .protocol.records import ConfigChanged, EngineStatus, Notice
+from .replay import Replayer
 from .sessions import SessionStore
 from .stages import Stages
 from .tools import Tools
@@ -91,6 +92,15 @@ class Engine:
         self.followups = Followups(
             self.notifier.notify, self.connections, self.current_config, self.background, bus
         )
+        self.replays = Replayer(
+            root,
+            self.git,
+            self.journal,
+            self.env,
+            bus.publish,
+            lambda pending_id: self.changes.get(pending_id),
+            ws.state_dir / "replays",
+        )
         self.changes = Changes(
             ws,
             self.commits,
@@ -100,6 +110,7 @@ class Engine:
             tell=lambda session, message, change: self.notifier.notify(None, [message], [session], change),
             sessions=lambda: [s.info() for s in self.sessions.known()],
             refresh=self.sessions.unfreeze,
+            held=self.replays.held,
         )
         self.tools = Tools(
             ws,
@@ -174,6 +185,7 @@ class Engine:
             self.connections.start()
 
     async def close(self) -> None:
+        await self.replays.close()
         await self.heartbeat.stop()
         if self._watching is not None:
             self._watching.cancel()

@@ -27,6 +27,7 @@ from textual.widgets import Button, Input, Switch
 from textual.worker import Worker, WorkerState
 
 from engine.protocol import FileAtChange, HookRun, SessionInfo, StageResult, ToolCall
+from engine.protocol.records import ReplayProgress, ReplayResult
 
 from .client import EngineClient, EngineError, EngineGone, Target
 from .detail import DetailPane
@@ -37,6 +38,7 @@ from .keybar import KeyBar
 from .line import Line
 from .model import ChangeEntry, ConsoleModel, Part, Update
 from .palette import EvolveCommands
+from .replay import ReplayScreen, replay_line, replay_route
 from .screens import (
     ConfirmScreen,
     MoreScreen,
@@ -107,6 +109,13 @@ class EvolveConsole(App[None]):
             "Reject",
             id="change.reject",
             tooltip="Reject the selected pending change (asks why)",
+        ),
+        Binding(
+            "e",
+            "replay",
+            "Replay",
+            id="change.replay",
+            tooltip="Replay the selected change on recorded traffic: what it changes for the agent",
         ),
         # Reading a diff (self-modifications view).
         Binding(
@@ -449,6 +458,19 @@ class EvolveConsole(App[None]):
                 self.draw(part)
             self.render_counts()
             self.render_badges()
+        if update.replays:
+            self._show_replays(update)
+
+    def _show_replays(self, update: Update) -> None:
+        """Replay events to the replay screen open, and the end of one to the selected change."""
+        screen = self.screen
+        for record in update.replays:
+            if isinstance(screen, ReplayScreen):
+                screen.follow(record)
+        selected = self.selected_change()
+        ended = {r.target for r in update.replays if not isinstance(r, ReplayProgress)}
+        if selected is not None and (selected.pending_id or selected.key) in ended:
+            self.load_change(selected)
 
     def toast(self, message: str, severity: str = "information", timeout: float = 8.0) -> None:
         """A notification; a long error stays until clicked away, so that it can be read whole."""
@@ -552,15 +574,20 @@ class EvolveConsole(App[None]):
     @work(exclusive=True, group="change-detail", exit_on_error=False)
     async def load_change(self, change: ChangeEntry) -> None:
         view = self.query_one(ChangesView)
+        try:
+            replay: ReplayResult | None = ReplayResult.from_dict(await self.client.get(replay_route(change)))
+        except EngineError:
+            replay = None  # none yet
+        extra = replay_line(replay)
         # A diff is parsed and measured in a thread: 2 MB of it takes a few hundred milliseconds.
         if change.pending_id:
             pending = await self.client.get(f"/v1/pending/{change.pending_id}")
             prepared = await asyncio.to_thread(prepare, pending.get("diff") or "")
-            view.show_change(change, prepared, False, self.name_session)
+            view.show_change(change, prepared, False, self.name_session, extra)
         else:
             diff = await self.client.get(f"/v1/changes/{change.key}/diff")
             prepared = await asyncio.to_thread(prepare, diff["diff"])
-            view.show_change(change, prepared, diff.get("truncated", False), self.name_session)
+            view.show_change(change, prepared, diff.get("truncated", False), self.name_session, extra)
 
     @on(KeyedTable.RowHighlighted, "#tools-table")
     def tool_highlighted(self, event: KeyedTable.RowHighlighted) -> None:
@@ -743,7 +770,7 @@ class EvolveConsole(App[None]):
             )
         if action == "start_engine":
             return not self.model.connected and self.target.workspace is not None
-        if action in ("approve", "revert", "reject"):
+        if action in ("approve", "revert", "reject", "replay"):
             change = self.selected_change()
             if change is None:
                 return None if tab == "changes" else False
@@ -879,6 +906,11 @@ class EvolveConsole(App[None]):
         await self.client.post(f"/v1/pending/{change.pending_id}/reject", {"reason": reason or None})
         self.notify(f"rejected: {change.subject}", timeout=5)
         await self.reload(Part.CHANGES)
+
+    def action_replay(self) -> None:
+        change = self.selected_change()
+        if change is not None:
+            self.push_screen(ReplayScreen(lambda: self.client, change))
 
     def action_toggle_needs_review(self) -> None:
         self.needs_review_only = not self.needs_review_only

@@ -26,6 +26,7 @@ class EvolveCommands(Provider):
         ("change: approve selected", "approve", "record an approval of the selected change in git"),
         ("change: revert selected", "revert", "undo the selected change with a new commit"),
         ("change: reject selected pending change", "reject", "drop a change that awaits review"),
+        ("change: replay selected", "replay", "what the change does to the agent's recorded traffic"),
         (
             "change: only what needs review",
             "show_tab('changes');toggle_needs_review",

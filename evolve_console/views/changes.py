@@ -121,8 +121,13 @@ class ChangesView(Vertical):
                 )
         return head, parts
 
-    def show_change(self, c: ChangeEntry, diff: Prepared | str, truncated: bool, name: Namer) -> None:
+    def show_change(
+        self, c: ChangeEntry, diff: Prepared | str, truncated: bool, name: Namer, extra: Text | None = None
+    ) -> None:
         head, parts = self.head(c, name)
+        if extra is not None:  # the latest replay's summary
+            head.append("\n")
+            head.append_text(extra)
         for part in parts:  # the diff pane draws one head: the parts above the diff go into it
             head.append(f"\n\n{part.title}\n", style="bold")
             head.append(short(part.text, 4000) if part.text else part.empty, style="" if part.text else "dim")
