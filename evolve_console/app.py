@@ -35,6 +35,7 @@ from .diffmodel import FileDiff
 from .diffview import MIN_SPLIT, DiffView, prepare
 from .format import ago, as_json, clock_time, session_label, short
 from .keybar import KeyBar
+from .launch import LaunchError, engine_for
 from .line import Line
 from .model import ChangeEntry, ConsoleModel, Part, Update
 from .palette import EvolveCommands
@@ -999,8 +1000,6 @@ class EvolveConsole(App[None]):
 
     @work(group="actions", exit_on_error=False, thread=True)
     def start_engine(self) -> None:
-        from .launch import LaunchError, engine_for
-
         try:
             engine_for(Path(str(self.target.workspace)), create=False)
         except LaunchError as exc:

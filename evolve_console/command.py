@@ -24,12 +24,21 @@ def register(sub: Any, common: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from engine.protocol.workspace import resolve_workspace
 
-    from .launch import LaunchError
-    from .launch import run as launch
+    from .app import EvolveConsole
+    from .client import Target
+    from .launch import LaunchError, engine_for
 
     try:
         workspace = None if args.attach else resolve_workspace(getattr(args, "workspace", None))
-        return launch(workspace, args.attach, args.token, bell=False if args.no_bell else None)
+        if args.attach:
+            if not args.token:
+                raise LaunchError("--attach needs --token (the engine's token, from its state/engine.json)")
+            target = Target(args.attach, args.token)
+        else:
+            assert workspace is not None
+            target = engine_for(workspace)
+        EvolveConsole(target, bell=False if args.no_bell else None).run()
+        return 0
     except LaunchError as exc:
         print(f"evolve console: {exc}", file=sys.stderr)
         return 1

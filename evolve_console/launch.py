@@ -52,17 +52,3 @@ def engine_for(workspace: Path, start_timeout: float = 30.0, create: bool = True
         f"the engine for {workspace} did not start within {start_timeout:.0f} s; "
         f"see {workspace / 'state' / 'engine.log'}"
     )
-
-
-def run(workspace: Path | None, attach: str | None, token: str | None, bell: bool | None = None) -> int:
-    from .app import EvolveConsole
-
-    if attach:
-        if not token:
-            raise LaunchError("--attach needs --token (the engine's token, from its state/engine.json)")
-        target = Target(attach, token)
-    else:
-        assert workspace is not None
-        target = engine_for(workspace)
-    EvolveConsole(target, bell=bell).run()
-    return 0

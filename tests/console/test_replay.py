@@ -14,7 +14,7 @@ from textual.message import Message
 from textual.pilot import Pilot
 
 from evolve_console.app import EvolveConsole
-from evolve_console.detail import DetailPane
+from evolve_console.diffview import DiffView
 from evolve_console.replay import ReplayScreen, render_diff, report
 from tests.console.conftest import StartEngine, select_row, wait_until, write_hook
 from tests.console.test_actions import drive, edit_prompt, errors_shown, table
@@ -49,7 +49,7 @@ def shown(screen: ReplayScreen) -> str:
 
 def pane(app: EvolveConsole) -> str:
     """What the self-modifications view's detail pane shows."""
-    return app.query_one("#change-detail", DetailPane).plain
+    return app.query_one("#change-detail", DiffView).head.plain
 
 
 async def replay_screen(app: EvolveConsole, pilot: Pilot[Any]) -> ReplayScreen:
