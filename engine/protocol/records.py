@@ -89,18 +89,29 @@ class StageResult(Record):
 
 @dataclass
 class ToolCall(Record):
-    """One call of a tool (builtin or hook tool), as the agent or an operator made it."""
+    """One call of a tool, as the agent or an operator made it: one of evolve's own (a builtin or a
+    hook tool, `origin` "evolve") or one of opencode's (its built-in tools and other plugins' tools,
+    `origin` "opencode", recorded from what the plugin sees of it)."""
 
     id: str
     tool: str
-    args: JSONDict
+    args: JSONDict  # what the tool received (after a before_tool hook's rewrite)
     started_at: float
     session: str | None = None
     call_id: str | None = None
-    output: str | None = None
+    output: str | None = None  # what the model received (after an after_tool hook's replacement)
     error: str | None = None  # set when the call was refused or failed; the first line of the output
     commit: str | None = None  # sha of the commit the call produced, if any
     duration_ms: float = 0.0
+    origin: str = "evolve"  # evolve: evolve's own tool; opencode: a tool of opencode
+    title: str | None = None  # opencode's title of the call, when it gives one
+    # The permission decision when known: asked (not decided yet), allowed or denied; and by whom:
+    # rule (opencode's permission config), user, or hook <file> (an on_permission hook).
+    permission: str | None = None
+    permission_by: str | None = None
+    model_args: JSONDict | None = None  # what the model asked for, when a before_tool hook rewrote it
+    tool_output: str | None = None  # what the tool returned, when an after_tool hook replaced it
+    changed_by: list[str] = field(default_factory=list)  # e.g. "before_tool: args", "after_tool: result"
 
 
 @dataclass
@@ -174,6 +185,9 @@ class HookInfo(Record):
     tools: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     stages: list[str] | None = None  # the stages it declared it handles; None: every stage
+    protocol: str = "opencode-evolve"  # the protocol it is treated as: opencode-evolve or hcp
+    protocol_reason: str = ""  # why (docs/hooks.md, "Two protocols")
+    stage_warnings: list[str] = field(default_factory=list)  # problems of its declared stages
 
 
 @dataclass
@@ -210,6 +224,7 @@ class ConnectionInfo(Record):
     directory: str
     mode: str = "unknown"  # in-process | server
     shim_version: str | None = None
+    command: str | None = None  # opencode's subcommand: run, serve, or None (the TUI)
     connected_at: float = 0.0
     last_ok: float | None = None
     last_error: str | None = None
@@ -342,6 +357,8 @@ class HeartbeatStatus(Record):
     time: str | None
     model: dict[str, str] | None
     last: TickResult | None = None
+    # Where interval_ms comes from: config, agent (evolve_heartbeat_set), or config (disabled), which wins.
+    interval_source: str = "config"
 
     @classmethod
     def from_dict(cls, data: JSONDict) -> HeartbeatStatus:
@@ -353,8 +370,9 @@ class HeartbeatStatus(Record):
 
 @dataclass
 class HeartbeatChanged(Record):
-    """Something happened to the heartbeat: `event` is tick_started, tick, cleanup, paused or
-    resumed; the status is always the one after it."""
+    """Something happened to the heartbeat: `event` is tick_started, tick, cleanup, paused,
+    resumed, connected, disconnected, or chosen (the agent set its cadence); the status is always the
+    one after it."""
 
     event: str
     status: HeartbeatStatus
