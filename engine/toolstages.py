@@ -195,12 +195,10 @@ class ToolStages:
     def tool_failed(self, session: str | None, call_id: str | None, tool: str | None, error: str) -> None:
         """opencode reported the call as failed (it never reaches after: opencode fires no
         tool.execute.after for a failed tool): recorded, and hcp's on_error in the background."""
-        seen = self._seen.pop(call_id, None) if call_id else None
         if call_id:
-            if seen is not None and seen.own:
-                # evolve's own tool refused before it ran (a hook's deny, a permission): engine.tools
-                # never saw it, so it is recorded here.
-                self.calls.started(session, seen.tool, call_id, seen.args, origin="evolve")
+            self._seen.pop(call_id, None)
+            # evolve's own tools are recorded by engine.tools when they run (one refused before it
+            # ran, by a permission or a hook, is in opencode's session only).
             self.calls.failed(call_id, error)
         if self._handled(Stage.ON_ERROR):
             context = {
