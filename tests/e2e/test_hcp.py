@@ -75,7 +75,7 @@ def test_before_tool_deny_and_args_and_after_tool_result_reach_the_model(project
     assert len(main) == 4
     (denied,) = results_by_call(main[1], "read")
     assert denied == "DENIED: secrets stay closed"
-    first, rewritten = results_by_call(main[2], "read")
+    _denied_again, rewritten = results_by_call(main[2], "read")
     assert "new content" in rewritten and "old content" not in rewritten
     replaced = results_by_call(main[3], "read")[-1]
     assert replaced == "REPLACED-BY-HOOK"
