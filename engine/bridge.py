@@ -18,7 +18,7 @@ from .background import Background
 from .config import Config
 from .followups import Followups
 from .hcp import SYSTEM_APPEND
-from .loops import Loops
+from .loops import Loops, add_tokens
 from .models import ModelMemory
 from .protocol.opencode import ABORTED_ERROR, OWN_AGENTS, own_call_kind
 from .protocol.records import StageResult
@@ -30,6 +30,7 @@ log = logging.getLogger("evolve.bridge")
 
 Dispatch = Callable[..., Coroutine[Any, Any, StageResult]]
 SendContinue = Callable[[str, str, "str | None", "dict[str, str] | None", "str | None"], Awaitable[None]]
+Abort = Callable[[str, "str | None"], Awaitable[None]]
 
 
 def history_entry(message: dict[str, Any]) -> dict[str, Any]:
@@ -99,6 +100,7 @@ class Bridge:
         loops: Loops,
         tools: ToolStages,
         send_continue: SendContinue,
+        abort: Abort,
         command_of: Callable[[str | None], str | None],
         warn: Callable[[str, str], None],
     ) -> None:
@@ -114,6 +116,7 @@ class Bridge:
         self._loops = loops
         self.tools = tools
         self._send_continue = send_continue
+        self._abort = abort
         self._command_of = command_of
         self._warn = warn
         self._observed: set[str] = set()  # assistant message ids already handled
@@ -273,6 +276,10 @@ class Bridge:
             session=session,
         )
         self._followups.after_result(observed.merged, source=session)
+        if self._handled(Stage.AFTER_TURN):
+            stopped = await self._after_turn(session, message, thinking, calls, answer)
+            if stopped:
+                return None
         error = message.get("error") if isinstance(message.get("error"), dict) else None
         if error is not None and error.get("name") != ABORTED_ERROR:
             self._on_error(session, error)
@@ -311,6 +318,45 @@ class Bridge:
         }
         await self._continue(session, follow, final)
         return follow
+
+    async def _after_turn(
+        self, session: str, message: dict[str, Any], thinking: str, calls: list[dict[str, Any]], answer: str
+    ) -> bool:
+        """hcp's after_turn, once the response is finished (opencode has no hook between a response
+        and the loop's next step). A `stop` while the loop goes on (the response called tools) stops
+        it by cancelling the session's turn, as the user's cancel does. Returns whether it stopped."""
+        tool_calls = [
+            {"id": c.get("callID"), "name": c.get("tool"), "args": (c.get("state") or {}).get("input")}
+            for c in calls
+        ]
+        assistant: dict[str, Any] = {"text": answer, "tool_calls": tool_calls}
+        if thinking:
+            assistant["reasoning"] = thinking
+        tokens = message.get("tokens")
+        usage: dict[str, int] = {}
+        if isinstance(tokens, dict):
+            add_tokens(usage, tokens)
+        result = await self._dispatch(
+            "after_turn",
+            None,
+            session=session,
+            hcp_context={
+                "session": {"id": session},
+                "turn": self._loops.last_turn(session),
+                "assistant": assistant,
+                "usage": usage,
+            },
+        )
+        stop = result.merged.get("stop")
+        if not (isinstance(stop, str) and stop and calls):
+            return False
+        found = self._sessions.find(session)
+        try:
+            await self._abort(session, found.connection if found else None)
+        except Exception as exc:
+            self._warn("after_turn", f"stopping {session} failed: {exc}")
+            return False
+        return True
 
     async def _continue(self, session: str, follow: dict[str, Any], final: bool) -> None:
         if final:

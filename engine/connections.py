@@ -136,6 +136,9 @@ class Connections:
             prefer=connection,
         )
 
+    async def abort(self, session: str, connection: str | None) -> None:
+        await self.call("abort", lambda c: c.abort(session), prefer=connection)
+
     async def reply_permission(
         self, request: str, reply: str, message: str | None, connection: str | None
     ) -> None:

@@ -206,6 +206,12 @@ def fold_answer(stage: str, protocol: HookProtocol, hook: str, result: dict[str,
         if reason is not None:
             folded["deny"] = reason
         return folded
+    if stage == Stage.AFTER_TURN and "stop" in result:
+        reason = refusal(result["stop"], hook)
+        folded = {k: v for k, v in result.items() if k != "stop"}
+        if reason is not None:
+            folded["stop"] = reason
+        return folded
     if stage == Stage.ON_PERMISSION:
         folded = {k: v for k, v in result.items() if k not in ("decision", "reason")}
         decision = result.get("decision")

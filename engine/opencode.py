@@ -152,6 +152,10 @@ class OpencodeClient:
         path = f"/session/{session}/message" if wait else f"/session/{session}/prompt_async"
         return await self._request("POST", path, json=body, timeout=timeout)
 
+    async def abort(self, session: str) -> Any:
+        """Stop the session's running turn (as the user's cancel does)."""
+        return await self._request("POST", f"/session/{session}/abort")
+
     async def reply_permission(self, request: str, reply: str, message: str | None = None) -> Any:
         """Answer a pending permission request (`once`, `always` or `reject`), as a user would."""
         body: dict[str, Any] = {"reply": reply}

@@ -145,6 +145,7 @@ class Engine:
             self.loops,
             self.tool_stages,
             self.connections.continue_session,
+            self.connections.abort,
             self.connections.command,
             self.warn,
         )

@@ -99,6 +99,7 @@ EVERY_STAGE = [
     "before_tool",
     "after_tool",
     "execute_tool",
+    "after_turn",
     "before_stop",
     "on_error",
     "on_permission",
@@ -202,7 +203,7 @@ def test_an_opencode_evolve_hook_never_gets_an_hcp_stage_and_no_run_fails(tmp_pa
         "compacting",
         "format_notification",
     }
-    assert {"before_tool", "after_tool", "before_stop", "on_error"} <= set(probe_stages)
+    assert {"before_tool", "after_tool", "after_turn", "before_stop", "on_error"} <= set(probe_stages)
     assert not {"idle", "tool_before", "tool_after"} & set(probe_stages)
 
 
@@ -527,6 +528,36 @@ def test_before_stop_payload_continue_and_on_error(tmp_path: Path) -> None:
     assert (error["phase"], error["error"], error["recoverable"]) == ("request", "overloaded", False)
     assert any("came after opencode finished the turn" in w.data["message"] for w in warnings)
     assert strict_log(ws).count("idle") == 3  # opencode-evolve's idle still fires, as before
+
+
+def test_after_turn_payload_and_a_stop_cancels_the_loop_that_goes_on(tmp_path: Path) -> None:
+    ws = make_ws(
+        tmp_path,
+        {"stages": ["after_turn"], "after_turn": [{"when": {"turn": 1}, "answer": {"stop": {"reason": "enough"}}}]},
+    )
+
+    async def body(engine: Engine) -> Any:
+        events: list[Event] = []
+        engine.bus.listen(events.append)
+        engine.bridge.chat_message("ses_1", "build", None)
+        call = {"type": "tool", "tool": "read", "callID": "c1", "state": {"input": {"filePath": "/f"}}}
+        parts = [{"type": "reasoning", "text": "hmm"}, {"type": "text", "text": "reading"}, call]
+        tokens = {"input": 5, "output": 1}
+        await engine.bridge.assistant_finished("ses_1", {"id": "m1", "tokens": tokens}, parts)
+        await settled(engine)
+        return [e.data["message"] for e in events if e.kind == "warning"]
+
+    warnings = run(ws, body)
+    (payload,) = probe_log(ws, "after_turn")
+    assert payload["turn"] == 1
+    assert payload["assistant"] == {
+        "text": "reading",
+        "tool_calls": [{"id": "c1", "name": "read", "args": {"filePath": "/f"}}],
+        "reasoning": "hmm",
+    }
+    assert payload["usage"] == {"input": 5, "output": 1}
+    # The stop was acted on: the engine tried to cancel the session's turn (no opencode is connected).
+    assert any(w.startswith("stopping ses_1 failed: abort: no opencode connected") for w in warnings), warnings
 
 
 # ---- tier 3 ----------------------------------------------------------------------------------

@@ -99,6 +99,7 @@ HCP_FIRED: Final = (
     Stage.BEFORE_TOOL,
     Stage.AFTER_TOOL,
     Stage.EXECUTE_TOOL,
+    Stage.AFTER_TURN,
     Stage.BEFORE_STOP,
     Stage.ON_ERROR,
     Stage.ON_PERMISSION,
@@ -108,8 +109,8 @@ HCP_FIRED: Final = (
     Stage.RECOVER,
     Stage.COMPACTING,
 )
-"""The canonical stages evolve fires for hcp hooks on opencode 1.18 (before_turn and after_turn are not:
-docs/hooks.md, "Conformance")."""
+"""The canonical stages evolve fires for hcp hooks on opencode 1.18 (not before_turn: docs/hooks.md,
+"Conformance")."""
 
 NOT_FIRED_UNDER_RUN: Final = frozenset({Stage.ON_PERMISSION})
 """Stages not fired for sessions of `opencode run`, which refuses every `ask` permission itself at once."""

@@ -201,3 +201,29 @@ def test_mutate_request_appends_under_run_and_cancel_skips_the_model(project: Pr
     assert list(payload)[:4] == ["hook", "session", "host", "cwd"] and payload["cwd"] == str(project.ws)
     with project.journal() as journal:
         assert journal.runs(failed=True) == []  # the example's hook never got an hcp name
+
+
+def test_after_turn_stop_ends_the_loop_under_serve(project: Project) -> None:
+    """A `stop` from after_turn while the loop goes on (the response called a tool) cancels the
+    session's turn: the next response (held back by the mock) is aborted and nothing follows it."""
+    target = project.dir / "f.txt"
+    target.write_text("content\n")
+    add_probe(
+        project,
+        {"stages": ["after_turn"], "after_turn": [{"when": {"turn": 1}, "answer": {"stop": {"reason": "enough"}}}]},
+    )
+    project.mock.script(
+        Reply(tool_calls=[("read", {"filePath": str(target)})]),
+        Reply(text="Too late.", delay=4.0),
+        Reply(text="Never asked."),
+    )
+    with project.serve() as server:
+        sid = server.create_session("hcp after_turn")
+        server.prompt(sid, "read", "it")
+        messages = server.messages(sid)
+
+    assert len(project.mock.main_requests()) <= 2
+    last = messages[-1]["info"]
+    assert last["role"] == "assistant" and (last.get("error") or {}).get("name") == "MessageAbortedError", last
+    (payload,) = probe_log(project, "after_turn")[:1]
+    assert payload["assistant"]["tool_calls"][0]["name"] == "read"
