@@ -202,6 +202,31 @@ class Bridge:
         self._sessions.freeze(session, composed)
         return SystemAnswer(composed, "frozen")
 
+    async def before_turn(self, session: str, tools: list[str] | None) -> dict[str, Any]:
+        """hcp's before_turn, before each LLM round trip of the agent (opencode's compaction calls
+        excluded): `{"system": [...]}`, parts the shim adds to this request's system prompt only, or
+        `{"skip": text}`, which ends the loop with that text (opencode lets a plugin skip a request
+        only by failing it)."""
+        history = self._sessions.history(session)
+        if _compaction_request(history) or not self._handled(Stage.BEFORE_TURN):
+            return {}
+        context: dict[str, Any] = {
+            "session": {"id": session},
+            "turn": self._loops.turn(session),
+            "history": history,
+        }
+        if tools is not None:
+            context["tools"] = tools
+        merged = (await self._dispatch("before_turn", None, session=session, hcp_context=context)).merged
+        skip = merged.get("skip")
+        if isinstance(skip, str) and skip:
+            return {"skip": skip}
+        system = merged.get("system")
+        if isinstance(system, str) and system:
+            system = [system]
+        parts = _strings(system)
+        return {"system": parts} if parts else {}
+
     # ---- user messages, compaction ---------------------------------------------------------------
 
     def chat_message(
@@ -438,6 +463,17 @@ class Bridge:
                 self.tools.tool_failed(
                     part.get("sessionID"), part.get("callID"), part.get("tool"), str(error or "failed")
                 )
+
+
+def _compaction_request(history: list[Any]) -> bool:
+    """Whether the request is opencode's compaction of the session: its last user message holds the
+    compaction part opencode adds."""
+    for entry in reversed(history):
+        if isinstance(entry, dict) and entry.get("role") == "user":
+            return any(
+                isinstance(p, dict) and p.get("type") == "compaction" for p in entry.get("parts") or []
+            )
+    return False
 
 
 def _exit_reason(error: dict[str, Any] | None) -> str:

@@ -105,8 +105,8 @@ def fired_stages(command: str | None = None, heartbeat: bool = True) -> list[str
 
 
 def stage_warnings(protocol: HookProtocol, declared: Collection[str] | None) -> list[str]:
-    """What is wrong with a hook's declared stages: names evolve does not know, names of the other
-    protocol, and hcp stages evolve does not fire on opencode."""
+    """What is wrong with a hook's declared stages: names evolve does not know, and names of the other
+    protocol."""
     if declared is None:
         return []
     warnings = []
@@ -120,11 +120,6 @@ def stage_warnings(protocol: HookProtocol, declared: Collection[str] | None) -> 
             )
             hint = f"; use {other.value!r}" if other else ""
             warnings.append(f"declares stage {name!r}, which is not fired for {protocol.value} hooks{hint}")
-        elif protocol is HookProtocol.HCP and name not in HCP_FIRED:
-            warnings.append(
-                f"declares stage {name!r}, which evolve does not fire on opencode 1.18 "
-                "(see the conformance table in docs/hooks.md)"
-            )
     return warnings
 
 
@@ -206,12 +201,13 @@ def fold_answer(stage: str, protocol: HookProtocol, hook: str, result: dict[str,
         if reason is not None:
             folded["deny"] = reason
         return folded
-    if stage == Stage.AFTER_TURN and "stop" in result:
-        reason = refusal(result["stop"], hook)
-        folded = {k: v for k, v in result.items() if k != "stop"}
-        if reason is not None:
-            folded["stop"] = reason
-        return folded
+    for refused, key in ((Stage.AFTER_TURN, "stop"), (Stage.BEFORE_TURN, "skip")):
+        if stage == refused and key in result:
+            reason = refusal(result[key], hook)
+            folded = {k: v for k, v in result.items() if k != key}
+            if reason is not None:
+                folded[key] = reason
+            return folded
     if stage == Stage.ON_PERMISSION:
         folded = {k: v for k, v in result.items() if k not in ("decision", "reason")}
         decision = result.get("decision")

@@ -58,6 +58,7 @@ function Shim(input, options, forget) {
   // The stages some hook handles, as the engine last said (connect answer, then HANDLED_HEADER).
   let handled = new Set();
   const frozenSystems = new Map(); // session id -> the system prompt the engine froze for it
+  const turnSystems = new Map(); // session id -> parts a before_turn hook added to its next request only
   let ownCallPrefixes = [];
 
   // ---- logging ----------------------------------------------------------------------------------
@@ -372,12 +373,16 @@ function Shim(input, options, forget) {
     "experimental.chat.messages.transform": async (_i, o) => {
       const messages = o?.messages || [];
       const session = messages.find((m) => m?.info?.sessionID)?.info.sessionID;
-      if (session) {
-        pendingHistory.set(
-          session,
-          messages.map((m) => ({ info: { role: m.info?.role, agent: m.info?.agent }, parts: m.parts || [] })),
-        );
-      }
+      if (!session) return;
+      const history = messages.map((m) => ({ info: { role: m.info?.role, agent: m.info?.agent }, parts: m.parts || [] }));
+      if (!handled.has("before_turn")) return void pendingHistory.set(session, history);
+      // Before an LLM round trip: awaited only when a hook handles before_turn.
+      pendingHistory.delete(session);
+      turnSystems.delete(session);
+      const resp = await call("/v1/opencode/before-turn", { session, history, tools: toolIds.size ? [...toolIds] : undefined });
+      // A skip can only fail the request: the loop ends with this text as its error.
+      if (resp && typeof resp.skip === "string" && resp.skip) throw new Error(resp.skip);
+      if (resp && Array.isArray(resp.system) && resp.system.length) turnSystems.set(session, resp.system);
     },
 
     "experimental.chat.system.transform": async (i, o) => {
@@ -404,10 +409,13 @@ function Shim(input, options, forget) {
           if (resp.cacheable && !own) frozenSystems.set(i.sessionID, system);
         }
       }
+      const extra = own ? undefined : turnSystems.get(i.sessionID);
+      if (!own) turnSystems.delete(i.sessionID);
       if (system) {
         o.system.length = 0;
         o.system.push(...system);
       }
+      if (extra) o.system.push(...extra); // this request only
     },
 
     "experimental.session.compacting": async (i, o) => {

@@ -533,7 +533,10 @@ def test_before_stop_payload_continue_and_on_error(tmp_path: Path) -> None:
 def test_after_turn_payload_and_a_stop_cancels_the_loop_that_goes_on(tmp_path: Path) -> None:
     ws = make_ws(
         tmp_path,
-        {"stages": ["after_turn"], "after_turn": [{"when": {"turn": 1}, "answer": {"stop": {"reason": "enough"}}}]},
+        {
+            "stages": ["after_turn"],
+            "after_turn": [{"when": {"turn": 1}, "answer": {"stop": {"reason": "enough"}}}],
+        },
     )
 
     async def body(engine: Engine) -> Any:
@@ -557,7 +560,42 @@ def test_after_turn_payload_and_a_stop_cancels_the_loop_that_goes_on(tmp_path: P
     }
     assert payload["usage"] == {"input": 5, "output": 1}
     # The stop was acted on: the engine tried to cancel the session's turn (no opencode is connected).
-    assert any(w.startswith("stopping ses_1 failed: abort: no opencode connected") for w in warnings), warnings
+    assert any(w.startswith("stopping ses_1 failed: abort: no opencode connected") for w in warnings), (
+        warnings
+    )
+
+
+def test_before_turn_gives_this_turns_system_or_a_skip_and_not_for_compaction(tmp_path: Path) -> None:
+    ws = make_ws(
+        tmp_path,
+        {
+            "stages": ["before_turn"],
+            "before_turn": [
+                {"when": {"turn": 1}, "answer": {"system": "FOR TURN ONE"}},
+                {"when": {"turn": 2}, "answer": {"skip": {"reason": "no second turn"}}},
+            ],
+        },
+    )
+
+    async def body(engine: Engine) -> Any:
+        engine.bridge.chat_message("ses_1", "build", None)
+        user = {"role": "user", "agent": "build", "parts": [{"type": "text", "text": "hi"}]}
+        engine.sessions.set_history("ses_1", [user])
+        first = await engine.bridge.before_turn("ses_1", ["read"])
+        await engine.bridge.assistant_finished("ses_1", {"id": "m1"}, [{"type": "tool", "tool": "read"}])
+        second = await engine.bridge.before_turn("ses_1", None)
+        compaction = {"role": "user", "agent": "build", "parts": [{"type": "compaction", "auto": False}]}
+        engine.sessions.set_history("ses_1", [user, compaction])
+        third = await engine.bridge.before_turn("ses_1", None)
+        return first, second, third
+
+    first, second, third = run(ws, body)
+    assert first == {"system": ["FOR TURN ONE"]}
+    assert second == {"skip": "no second turn"}
+    assert third == {}  # opencode's compaction call is not a turn of the agent
+    payloads = probe_log(ws, "before_turn")
+    assert [p["turn"] for p in payloads] == [1, 2]
+    assert payloads[0]["tools"] == ["read"] and payloads[0]["history"][0]["role"] == "user"
 
 
 # ---- tier 3 ----------------------------------------------------------------------------------
@@ -663,7 +701,7 @@ def test_the_heartbeat_tools_are_offered_only_to_workspaces_with_an_hcp_hook(tmp
 
 
 def test_declared_stages_are_checked_in_the_journal_the_event_stream_and_doctor(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path, {"stages": ["before_tool", "idle", "before_turn", "bogus"]}, legacy=False)
+    ws = make_ws(tmp_path, {"stages": ["before_tool", "idle", "tool_after", "bogus"]}, legacy=False)
 
     async def body(engine: Engine) -> Any:
         events: list[Event] = []
@@ -677,16 +715,16 @@ def test_declared_stages_are_checked_in_the_journal_the_event_stream_and_doctor(
 
     published, journaled = run(ws, body)
     expected = [
-        "hooks/probe.py: declares stage 'before_turn', which evolve does not fire on opencode 1.18 (see the conformance table in docs/hooks.md)",
         "hooks/probe.py: declares stage 'bogus', which evolve does not know; it never runs for it",
         "hooks/probe.py: declares stage 'idle', which is not fired for hcp hooks; use 'before_stop'",
+        "hooks/probe.py: declares stage 'tool_after', which is not fired for hcp hooks; use 'after_tool'",
     ]
     assert published == expected
     assert sorted(e["data"]["message"] for e in journaled) == sorted(expected * 2)  # both discoveries
 
     report = asyncio.run(diagnose(ws, without_settings()))
     findings = [(f.level, f.message) for f in report.findings if f.where == "hooks/probe.py"]
-    assert ("info", "treated as hcp: it declares before_tool, before_turn (hcp stage names)") in findings
+    assert ("info", "treated as hcp: it declares before_tool (hcp stage names)") in findings
     stage_findings = [m for level, m in findings if level == "warning" and m.startswith("declares stage")]
     assert stage_findings == [m.split(": ", 1)[1] for m in expected]
     assert report.hooks[0]["protocol"] == "hcp"

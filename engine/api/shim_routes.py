@@ -163,6 +163,19 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
         bridge.take_history(session, data.get("history"))
         return answer({"prompt": await bridge.compacting(session, opt_str(data, "prompt"))})
 
+    @router.add("/v1/opencode/before-turn", "POST")
+    async def before_turn(request: Request) -> Response:
+        """Before an LLM round trip, only when a hook handles before_turn (the shim awaits it)."""
+        data = await body(request)
+        session = from_session(request, data)
+        if not session:
+            raise ApiError(400, "'session' is required")
+        bridge.take_history(session, data.get("history"))
+        tools = data.get("tools")
+        return answer(
+            await bridge.before_turn(session, [str(t) for t in tools] if isinstance(tools, list) else None)
+        )
+
     @router.add("/v1/opencode/assistant", "POST")
     async def assistant(request: Request) -> Response:
         """A finished response: accepted at once (observe_message, idle, before_stop run in the

@@ -99,6 +99,7 @@ HCP_FIRED: Final = (
     Stage.BEFORE_TOOL,
     Stage.AFTER_TOOL,
     Stage.EXECUTE_TOOL,
+    Stage.BEFORE_TURN,
     Stage.AFTER_TURN,
     Stage.BEFORE_STOP,
     Stage.ON_ERROR,
@@ -109,8 +110,8 @@ HCP_FIRED: Final = (
     Stage.RECOVER,
     Stage.COMPACTING,
 )
-"""The canonical stages evolve fires for hcp hooks on opencode 1.18 (not before_turn: docs/hooks.md,
-"Conformance")."""
+"""The canonical stages evolve fires for hcp hooks on opencode 1.18 (every one; what each can do there
+is in docs/hooks.md, "Conformance")."""
 
 NOT_FIRED_UNDER_RUN: Final = frozenset({Stage.ON_PERMISSION})
 """Stages not fired for sessions of `opencode run`, which refuses every `ask` permission itself at once."""

@@ -210,7 +210,10 @@ def test_after_turn_stop_ends_the_loop_under_serve(project: Project) -> None:
     target.write_text("content\n")
     add_probe(
         project,
-        {"stages": ["after_turn"], "after_turn": [{"when": {"turn": 1}, "answer": {"stop": {"reason": "enough"}}}]},
+        {
+            "stages": ["after_turn"],
+            "after_turn": [{"when": {"turn": 1}, "answer": {"stop": {"reason": "enough"}}}],
+        },
     )
     project.mock.script(
         Reply(tool_calls=[("read", {"filePath": str(target)})]),
@@ -224,6 +227,29 @@ def test_after_turn_stop_ends_the_loop_under_serve(project: Project) -> None:
 
     assert len(project.mock.main_requests()) <= 2
     last = messages[-1]["info"]
-    assert last["role"] == "assistant" and (last.get("error") or {}).get("name") == "MessageAbortedError", last
+    assert last["role"] == "assistant" and (last.get("error") or {}).get("name") == "MessageAbortedError", (
+        last
+    )
     (payload,) = probe_log(project, "after_turn")[:1]
     assert payload["assistant"]["tool_calls"][0]["name"] == "read"
+
+
+def test_before_turn_system_reaches_that_request_only(project: Project) -> None:
+    target = project.dir / "f.txt"
+    target.write_text("content\n")
+    add_probe(
+        project,
+        {
+            "stages": ["before_turn"],
+            "before_turn": [{"when": {"turn": 2}, "answer": {"system": ["TURN-TWO-ONLY"]}}],
+        },
+    )
+    project.mock.script(Reply(tool_calls=[("read", {"filePath": str(target)})]), Reply(text="Done."))
+    project.run("read", "it")
+
+    first, second = project.mock.main_requests()
+    assert "TURN-TWO-ONLY" not in "\n".join(first.system)
+    assert "TURN-TWO-ONLY" in "\n".join(second.system)
+    turns = probe_log(project, "before_turn")
+    assert [t["turn"] for t in turns] == [1, 2]
+    assert turns[1]["history"][-1]["role"] == "assistant" and "read" in turns[1]["tools"]
