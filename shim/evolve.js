@@ -354,8 +354,8 @@ function Shim(input, options, forget) {
       else if (type === "permission.asked" || type === "permission.replied") fire("/v1/opencode/event", { type, properties: props });
       else if (type === "message.updated") {
         const info = props.info || {};
-        // A response is over when it has a finish reason (before opencode decides whether to go on,
-        // so an idle `continue` lands in the same turn) or, failing that, when it is completed.
+        // A response is over when it has a finish reason (as early as opencode tells) or, failing
+        // that, when it is completed.
         if (info.role === "assistant" && (info.finish || info.time?.completed)) assistantFinished(info);
       } else if (type.startsWith("session.") && type !== "session.diff") {
         fire("/v1/opencode/event", { type, properties: props });
@@ -448,9 +448,10 @@ function Shim(input, options, forget) {
     },
 
     "tool.execute.after": async (i, o) => {
-      const body = { session: i?.sessionID, tool: i?.tool, call_id: i?.callID, args: i?.args, title: o?.title, output: o?.output };
+      const body = { session: i?.sessionID, tool: i?.tool, call_id: i?.callID, title: o?.title, output: o?.output };
       if (!handled.has("after_tool")) return fire("/v1/opencode/tool-after", body);
-      const resp = await call("/v1/opencode/tool-after", { ...body, wait: true });
+      // after_tool gets the arguments the tool received (the engine knows them already otherwise).
+      const resp = await call("/v1/opencode/tool-after", { ...body, args: i?.args, wait: true });
       if (resp && typeof resp.result === "string" && o) o.output = resp.result;
     },
 
