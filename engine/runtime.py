@@ -22,11 +22,13 @@ from .config import Config, ConfigIssue, load_config
 from .connections import Connections, OpencodeSessions
 from .followups import Followups
 from .gitstore import GitError, GitStore
+from .hcp import fired_stages, hcp_input
 from .heartbeat import Clock, Heartbeat, Opencode
 from .hookrun import HookRunner
 from .hooks import HookRegistry
 from .journal import Journal
 from .locks import WorkspaceLock
+from .loops import Loops
 from .models import ModelMemory
 from .notifier import Notifier
 from .protocol.events import EventKind
@@ -34,7 +36,9 @@ from .protocol.records import ConfigChanged, EngineStatus, Notice
 from .replay import Replayer
 from .sessions import SessionStore
 from .stages import Stages
+from .toolcalls import OpencodeCalls
 from .tools import Tools
+from .toolstages import ToolStages
 from .watcher import Watcher
 from .workspace import StateFile, Workspace
 
@@ -62,14 +66,22 @@ class Engine:
         self.config_warnings: list[ConfigIssue] = loaded.warnings
         self.journal = Journal(ws.journal_file, self.config.journal_max_runs) if journal else None
         self.activity = Activity()
-        self.background = Background(bus)
+        self.background = Background(bus, self.activity)
         self.commits = Commits(
             GitStore(root), WorkspaceLock(ws.state_dir / "write.lock"), bus, self.activity, self.warn
         )
         self.git = self.commits.git
         self.sessions = SessionStore(self.journal, bus.publish)
         self.runner = HookRunner(root, self.current_config, self.env, self.journal, bus)
-        self.registry = HookRegistry(ws.hooks_dir, self.runner.run, bus, self.warn)
+        self.registry = HookRegistry(
+            ws.hooks_dir,
+            self.runner.run,
+            bus,
+            self.warn,
+            lambda: self.config.hook_protocols,
+            self._hcp_discover,
+        )
+        self.connections = Connections(bus, self._opencode_count)
         self.stages = Stages(
             ws,
             self.registry.hooks_for,
@@ -79,8 +91,9 @@ class Engine:
             self.journal,
             bus,
             self.activity,
+            self.host_stages,
+            self.registry.protocol_of,
         )
-        self.connections = Connections(bus, self._opencode_count)
         self.models = ModelMemory(self.current_config, self.state)
         self.notifier = Notifier(
             self.stages.dispatch,
@@ -127,8 +140,22 @@ class Engine:
             bus,
             self.activity,
         )
+        self.loops = Loops()
+        self.tool_calls = OpencodeCalls(self.journal, bus)
+        self.tool_stages = ToolStages(
+            self.stages.dispatch,
+            self.stages.handled,
+            self.tool_calls,
+            self.loops,
+            self.background,
+            self.tools.preset,
+            self.connections.reply_permission,
+            self._connection_of,
+            lambda session: self.connections.command(self._connection_of(session)),
+        )
         self.bridge = Bridge(
             self.stages.dispatch,
+            self.stages.handled,
             self.sessions,
             self.models,
             self.current_config,
@@ -136,6 +163,12 @@ class Engine:
             self.background,
             lambda: ws.read_prompt("compaction"),
             lambda: self.state.read().get("heartbeat_session"),
+            self.loops,
+            self.tool_stages,
+            self.connections.continue_session,
+            self.connections.abort,
+            self.connections.command,
+            self.warn,
         )
         self.heartbeat = Heartbeat(
             config=self.current_config,
@@ -152,6 +185,7 @@ class Engine:
             opencode=opencode or OpencodeSessions(self.connections),
             clock=clock,
         )
+        self.tools.heartbeat = self.heartbeat
         self.watcher = Watcher(
             ws, self.activity, self.reload_config, self.commits.commit_external, self.registry.discover
         )
@@ -160,6 +194,26 @@ class Engine:
 
     def current_config(self) -> Config:
         return self.config
+
+    def _connection_of(self, session: str | None) -> str | None:
+        found = self.sessions.find(session) if session else None
+        return found.connection if found else None
+
+    def host_stages(self, session: str | None) -> list[str]:
+        """hcp's `host.stages` for a session: what evolve fires in the opencode it lives in."""
+        command = self.connections.command(self._connection_of(session))
+        return fired_stages(command, heartbeat=self.config.heartbeat_ms >= 0)
+
+    def _hcp_discover(self) -> dict[str, object]:
+        return hcp_input(
+            "discover",
+            self.workspace.read_prompts(),
+            {},
+            None,
+            session=None,
+            host_stages=self.host_stages(None),
+            cwd=str(self.workspace.root),
+        )
 
     # ---- life cycle -------------------------------------------------------------------------
 
@@ -190,8 +244,8 @@ class Engine:
         if self._watching is not None:
             self._watching.cancel()
             await asyncio.gather(self._watching, return_exceptions=True)
+        await self.background.close()  # what was accepted from opencode is finished first
         await self.commits.close()  # the last commit of what hooks changed
-        await self.background.close()
         await self.connections.close()
         await self.sessions.close()
         if self.journal is not None:
@@ -223,8 +277,13 @@ class Engine:
             self.reload_config()
 
     def warn(self, source: str, message: str) -> None:
+        """A warning for the operator: the engine log, the journal (events of kind `warning`) and
+        the event stream."""
         log.warning("%s: %s", source, message)
-        self.bus.publish(Notice(source, message), EventKind.WARNING)
+        notice = Notice(source, message)
+        if self.journal is not None:
+            self.journal.record_event("warning", notice.to_dict())
+        self.bus.publish(notice, EventKind.WARNING)
 
     def status(self) -> EngineStatus:
         return EngineStatus(

@@ -405,6 +405,7 @@ def test_env_covers_every_field() -> None:
         "EVOLVE_HOOK_OUTPUT_LIMIT": "5",
         "EVOLVE_JOURNAL_MAX_RUNS": "6",
         "EVOLVE_REVIEW": "gate",
+        "EVOLVE_HOOK_PROTOCOLS": '{"a.py": "hcp"}',
     }
     assert {f"EVOLVE_{name.upper()}" for name in FIELDS} == set(env)
     loaded = load_config(Path("/nonexistent/evolve.jsonc"), env)

@@ -128,20 +128,30 @@ class Provenance(Record):
 
 @dataclass
 class ToolCall(Record):
-    """One call of a tool (builtin or hook tool), as the agent or an operator made it."""
+    """One call of a tool, as the agent or an operator made it: one of evolve's own (a builtin or a
+    hook tool, `origin` "evolve") or one of opencode's (its built-in tools and other plugins' tools,
+    `origin` "opencode", recorded from what the plugin sees of it)."""
 
     id: str
     tool: str
-    args: JSONDict
+    args: JSONDict  # what the tool received (after a before_tool hook's rewrite)
     started_at: float
     session: str | None = None
     call_id: str | None = None
-    output: str | None = None
+    output: str | None = None  # what the model received (after an after_tool hook's replacement)
     error: str | None = None  # set when the call was refused or failed; the first line of the output
     commit: str | None = None  # sha of the commit the call produced, if any
     duration_ms: float = 0.0
     pending: str | None = None  # the pending change it produced, under the review gate
-    permission: str | None = None  # how the call was permitted: not asked, allowed or denied, and by whom
+    origin: str = "evolve"  # evolve: evolve's own tool; opencode: a tool of opencode
+    title: str | None = None  # opencode's title of the call, when it gives one
+    # The permission decision when known: not asked, asked (not decided yet), allowed or denied; and
+    # by whom: rule (opencode's permission config), user, opencode, or hook <file> (on_permission).
+    permission: str | None = None
+    permission_by: str | None = None
+    model_args: JSONDict | None = None  # what the model asked for, when a before_tool hook rewrote it
+    tool_output: str | None = None  # what the tool returned, when an after_tool hook replaced it
+    changed_by: list[str] = field(default_factory=list)  # e.g. "before_tool: args", "after_tool: result"
     context: JSONDict | None = None  # what the agent said in the turn before the call: {text, reasoning}
     turn: str | None = None  # the user message whose turn made the call, when known
     validation: Evidence | None = None  # the test run behind a hook change
@@ -259,6 +269,9 @@ class HookInfo(Record):
     tools: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     stages: list[str] | None = None  # the stages it declared it handles; None: every stage
+    protocol: str = "opencode-evolve"  # the protocol it is treated as: opencode-evolve or hcp
+    protocol_reason: str = ""  # why (docs/hooks.md, "Two protocols")
+    stage_warnings: list[str] = field(default_factory=list)  # problems of its declared stages
 
 
 @dataclass
@@ -295,6 +308,7 @@ class ConnectionInfo(Record):
     directory: str
     mode: str = "unknown"  # in-process | server
     shim_version: str | None = None
+    command: str | None = None  # opencode's subcommand: run, serve, or None (the TUI)
     connected_at: float = 0.0
     last_ok: float | None = None
     last_error: str | None = None
@@ -429,6 +443,8 @@ class HeartbeatStatus(Record):
     model: dict[str, str] | None
     last: TickResult | None = None
     connected_at: float | None = None  # when the opencode it waits for connected
+    # Where interval_ms comes from: config, agent (evolve_heartbeat_set), or config (disabled), which wins.
+    interval_source: str = "config"
 
     @classmethod
     def from_dict(cls, data: JSONDict) -> HeartbeatStatus:
@@ -440,8 +456,9 @@ class HeartbeatStatus(Record):
 
 @dataclass
 class HeartbeatChanged(Record):
-    """Something happened to the heartbeat: `event` is tick_started, tick, cleanup, paused or
-    resumed; the status is always the one after it."""
+    """Something happened to the heartbeat: `event` is tick_started, tick, cleanup, paused,
+    resumed, connected, disconnected, or chosen (the agent set its cadence); the status is always the
+    one after it."""
 
     event: str
     status: HeartbeatStatus
