@@ -204,7 +204,7 @@ class Changes:
 
     async def approve(self, rev: str, who: str = "operator") -> dict[str, Any]:
         change = self.change(rev)
-        note = f"approved by {who} at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
+        note = f"approved by {who} at {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}"
         await asyncio.to_thread(self._git.add_review, change.sha, note)
         self._bus.publish(ReviewRecorded(change.sha, note))
         await self._tell_author(

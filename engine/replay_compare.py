@@ -32,7 +32,8 @@ LABELS: Final[dict[tuple[str, str], str]] = {
 
 def label(stage: str, key: str) -> str:
     if stage == "discover" and key.startswith("tool "):
-        return f"{key}: description, parameters, permission"
+        # The field is the tool's whole registration; what in it changed shows in the text.
+        return f"{key} (its description, parameters and permission)"
     return LABELS.get((stage, key), key)
 
 

@@ -333,7 +333,7 @@ class EvolveConsole(App[None]):
         elif part is Part.HEARTBEAT:
             if model.heartbeat is not None:
                 as_of = None if model.connected else self.heard_at
-                self.query_one(HeartbeatView).show_status(model.heartbeat, self.clock(), as_of)
+                self.query_one(HeartbeatView).show_status(model.heartbeat, self.clock(), as_of, name)
         elif part is Part.STATUS:
             self.render_connection()
         elif part is Part.TOOLS:

@@ -27,6 +27,9 @@ class EvolveCommands(Provider):
         ("change: revert selected", "revert", "undo the selected change with a new commit"),
         ("change: reject selected pending change", "reject", "drop a change that awaits review"),
         ("change: replay selected", "replay", "what the change does to the agent's recorded traffic"),
+        ("diff: full width or beside the table", "show_tab('changes');diff_wide", "w in view 5"),
+        ("diff: side by side or unified", "show_tab('changes');diff_split", "v in view 5"),
+        ("diff: whole file or diff", "show_tab('changes');diff_file", "o in view 5"),
         (
             "change: only what needs review",
             "show_tab('changes');toggle_needs_review",
@@ -39,6 +42,7 @@ class EvolveCommands(Provider):
         ),
         ("go: the session of the selected row", "open_session", "from a run, a tool call or a change"),
         ("go: back", "go_back", "to where the last enter came from"),
+        ("sessions: tools offered with schemas", "show_tab('sessions');toggle_schemas", "t in view 3"),
         ("stage: run by hand", "run_stage", "dispatch a stage to every hook with an input you edit"),
         ("runs: follow new runs", "show_tab('runs');follow", "jump to the newest run and keep following"),
         ("runs: failures only", "show_tab('runs');toggle_failures", "show only failed hook runs"),

@@ -14,7 +14,7 @@ from textual.widgets import Button
 
 from ..detail import Part
 from ..diffview import DiffView, Prepared
-from ..format import as_json, clock_time, date_time, short
+from ..format import as_json, clock_time, date_time, preview, short
 from ..model import ChangeEntry
 from ..table import KeyedTable
 from .tools import evidence_text
@@ -130,7 +130,11 @@ class ChangesView(Vertical):
             head.append_text(extra)
         for part in parts:  # the diff pane draws one head: the parts above the diff go into it
             head.append(f"\n\n{part.title}\n", style="bold")
-            head.append(short(part.text, 4000) if part.text else part.empty, style="" if part.text else "dim")
+            if part.text:
+                shown, more = preview(part.text, 4000)  # keeps the lines: a test's output, the arguments
+                head.append(shown + (f"\n… {more:,} more characters (the turn: enter)" if more else ""))
+            else:
+                head.append(part.empty, style="dim")
         if truncated:
             head.append("\n(diff truncated; see it in full with git show)", style="yellow")
         self.shown_key = c.key

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich.text import Text
 from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
@@ -9,7 +11,7 @@ from textual.widgets import Button, Label, ProgressBar, Static
 
 from engine.protocol import HeartbeatStatus
 
-from ..format import as_json, clock_time, countdown, date_time, duration, short
+from ..format import as_json, clock_time, countdown, date_time, duration, session_label, short
 from ..section import Section
 
 
@@ -28,7 +30,13 @@ class HeartbeatView(Vertical):
         yield ProgressBar(id="hb-tokens", show_eta=False)
         yield Section("last tick", id="hb-last")
 
-    def show_status(self, st: HeartbeatStatus, now: float, as_of: float | None = None) -> None:
+    def show_status(
+        self,
+        st: HeartbeatStatus,
+        now: float,
+        as_of: float | None = None,
+        name: Callable[[str | None], str] | None = None,
+    ) -> None:
         """`as_of`: when the engine last answered, while it does not (the status is then as it was
         known, and nothing counts down)."""
         paused, running = st.paused, st.running
@@ -54,6 +62,12 @@ class HeartbeatView(Vertical):
         else:
             state, timer = "IDLE", "no tick scheduled"
         model = st.model or {}
+        if not st.session:
+            session = "(none yet)"
+        elif name is not None and name(st.session) != session_label(st.session, None):
+            session = f"{name(st.session)} ({st.session})"  # titled
+        else:
+            session = st.session
         text = Text()
         text.append(state, style="bold green" if running else ("dim" if as_of is not None else "bold"))
         text.append(f" · {timer}\n")
@@ -61,9 +75,7 @@ class HeartbeatView(Vertical):
         text.append(
             f" · model {model.get('providerID')}/{model.get('modelID')}" if model else " · model: none yet"
         )
-        text.append(
-            f"\nsession {st.session or '(none yet)'} · last heartbeat {date_time(st.time) if st.time else 'never'}"
-        )
+        text.append(f"\nsession {session} · last heartbeat {date_time(st.time) if st.time else 'never'}")
         self.query_one("#hb-summary", Static).update(text)
         self._gauge("count", st.count, st.count_threshold, "heartbeats since cleanup")
         self._gauge("tokens", st.tokens, st.tokens_threshold, "tokens in the heartbeat session")
