@@ -14,6 +14,14 @@ from .dispatch import RunHook
 from .protocol.records import HookInfo, HooksDiscovered, SkippedHook
 
 
+def _fingerprint(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def hook_info(reg: Registration) -> HookInfo:
     return HookInfo(
         file=reg.file.name,
@@ -36,12 +44,17 @@ class HookRegistry:
         self.hooks: list[HookFile] = []
         self.skipped: list[Skipped] = []
         self.registrations: dict[str, Registration] = {}  # by hook file name, in discovery order
+        # What each hook file was when it was last discovered (inode, size, mtime): the review gate
+        # runs no hook whose file changed since.
+        self._fingerprints: dict[str, tuple[int, int, int] | None] = {}
 
     async def discover(self) -> HooksDiscovered:
         """Scan hooks/ and run `discover` on every hook in parallel (registration order stays the
         discovery order)."""
         hooks, skipped = scan_hooks(self.hooks_dir)
+        fingerprints = {h.name: _fingerprint(h.path) for h in hooks}
         regs = await asyncio.gather(*(self._discover_one(h) for h in hooks))
+        self._fingerprints = fingerprints
         self.hooks, self.skipped = hooks, skipped
         self.registrations = {r.file.name: r for r in regs}
         for s in skipped:
@@ -55,9 +68,16 @@ class HookRegistry:
 
     async def _discover_one(self, hook: HookFile) -> Registration:
         run = await self._run_hook(hook, "discover", {"hook": "discover"}, None, None)
-        reg = registration_from(hook, run.result, run.error)
+        try:
+            reg = registration_from(hook, run.result, run.error)
+        except Exception as exc:  # whatever a hook answers, the engine starts
+            reg = registration_from(hook, None, f"its answer cannot be used ({type(exc).__name__}: {exc})")
         reg.run_id = run.id
         return reg
+
+    def changed_since_discovery(self, hook: HookFile) -> bool:
+        """Whether the hook's file is not what it was when hooks were last discovered."""
+        return _fingerprint(hook.path) != self._fingerprints.get(hook.name)
 
     def infos(self) -> list[HookInfo]:
         return [hook_info(r) for r in self.registrations.values()]

@@ -12,7 +12,7 @@ from starlette.types import ASGIApp
 
 from ..runtime import Engine
 from .events_route import add_events_route
-from .http import Router, TokenAuth
+from .http import BodyLimit, Router, TokenAuth
 from .operator_routes import add_operator_routes
 from .shim_routes import add_shim_routes
 
@@ -22,4 +22,5 @@ def build_app(engine: Engine, token: str) -> ASGIApp:
     add_operator_routes(router, engine)
     add_shim_routes(router, engine)
     add_events_route(router, engine)
-    return TokenAuth(Starlette(routes=router.routes), token)
+    app = BodyLimit(Starlette(routes=router.routes), lambda: engine.config.max_request_bytes)
+    return TokenAuth(app, token)

@@ -1,20 +1,21 @@
-"""What every route of the API shares: bearer-token authentication, the API version check, reading
-request bodies and query parameters, and errors that become clean JSON answers."""
+"""What every route of the API shares: bearer-token authentication, the API version check, the
+request body limit, reading request bodies and query parameters, answers that always encode, and
+errors that become clean JSON answers."""
 
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse as StarletteJSONResponse
+from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from .. import __version__
+from .. import __version__, strictjson
 from ..protocol.api import API_VERSION, API_VERSION_HEADER
 
 log = logging.getLogger("evolve.api")
@@ -28,6 +29,61 @@ class ApiError(Exception):
         super().__init__(message)
         self.status = status
         self.message = message
+
+
+class JSONResponse(StarletteJSONResponse):
+    """A JSON answer that always encodes: a value that JSON cannot hold (a NaN kept by an older
+    engine) becomes null instead of turning the answer into a 500."""
+
+    def render(self, content: Any) -> bytes:
+        return strictjson.dumps(content).encode("utf-8")
+
+
+class BodyTooLarge(Exception):
+    """A request body over the limit (raised while it is read)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"over {limit} bytes")
+        self.limit = limit
+
+
+def too_large(limit: int, size: int | None = None) -> str:
+    got = f"is {size} bytes" if size is not None else "is larger"
+    return (
+        f"request body {got}; this engine takes at most {limit} bytes "
+        "(max_request_bytes in config/evolve.jsonc, or EVOLVE_MAX_REQUEST_BYTES)"
+    )
+
+
+class BodyLimit:
+    """413 for a request whose body is larger than `limit()` bytes: at once when its
+    Content-Length says so, else as soon as that many bytes have arrived (nothing more is read)."""
+
+    def __init__(self, app: ASGIApp, limit: Callable[[], int]) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        limit = self.limit()
+        declared = dict(scope.get("headers") or []).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > limit:
+            await JSONResponse({"error": too_large(limit, int(declared))}, 413)(scope, receive, send)
+            return
+        seen = 0
+
+        async def counted() -> Message:
+            nonlocal seen
+            message = await receive()
+            if message["type"] == "http.request":
+                seen += len(message.get("body", b""))
+                if seen > limit:
+                    raise BodyTooLarge(limit)
+            return message
+
+        await self.app(scope, counted, send)
 
 
 class TokenAuth:
@@ -78,6 +134,8 @@ class Router:
                     return await fn(request)
                 except ApiError as exc:
                     return JSONResponse({"error": exc.message}, exc.status)
+                except BodyTooLarge as exc:
+                    return JSONResponse({"error": too_large(exc.limit)}, 413)
                 except Exception as exc:  # an API call must answer, never kill the server
                     log.exception("%s %s failed", request.method, path)
                     return JSONResponse({"error": f"internal error: {type(exc).__name__}: {exc}"}, 500)
@@ -89,13 +147,16 @@ class Router:
 
 
 async def body(request: Request) -> dict[str, Any]:
+    """The request's JSON object (strictjson: no NaN, no Infinity, at most MAX_DEPTH levels)."""
     raw = await request.body()
     if not raw:
         return {}
     try:
-        data = json.loads(raw)
-    except ValueError as exc:
+        data = strictjson.loads(raw)
+    except strictjson.NotJSON as exc:
         raise ApiError(400, f"request body is not JSON: {exc}") from exc
+    except strictjson.Rejected as exc:
+        raise ApiError(400, f"request body refused: {exc}") from exc
     if not isinstance(data, dict):
         raise ApiError(400, "request body must be a JSON object")
     return data
@@ -106,6 +167,23 @@ def opt_str(data: dict[str, Any], key: str) -> str | None:
     if value is None or isinstance(value, str):
         return value
     raise ApiError(400, f"{key!r} must be a string")
+
+
+def opt_obj(data: dict[str, Any], key: str, where: str = "") -> dict[str, Any] | None:
+    """`data[key]` when it is an object, None when absent or null; else a 400 naming the field."""
+    value = data.get(key)
+    if value is None or isinstance(value, dict):
+        return value
+    raise ApiError(400, f"{where + key!r} must be an object")
+
+
+def opt_int(data: dict[str, Any], key: str, default: int, minimum: int = 0, maximum: int = 10**9) -> int:
+    value = data.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise ApiError(400, f"{key!r} must be an integer from {minimum} to {maximum}")
+    return value
 
 
 def int_param(request: Request, key: str, default: int, maximum: int = 10_000) -> int:
@@ -130,6 +208,4 @@ def float_param(request: Request, key: str) -> float | None:
 
 def sse(data: dict[str, Any]) -> bytes:
     """One Server-Sent Events message whose id is the event's sequence number."""
-    return (
-        f"id: {data.get('seq', '')}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n".encode()
-    )
+    return f"id: {data.get('seq', '')}\ndata: {strictjson.dumps(data)}\n\n".encode()

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from .. import __version__
 from ..changes import ChangeError
@@ -19,7 +19,7 @@ from ..journal import Journal
 from ..protocol.api import API_VERSION
 from ..protocol.stages import STAGES
 from ..runtime import Engine
-from .http import ApiError, Router, body, float_param, int_param, opt_str
+from .http import ApiError, JSONResponse, Router, body, float_param, int_param, opt_int, opt_str
 
 _T = TypeVar("_T")
 
@@ -30,6 +30,26 @@ async def changing(action: Callable[[], Awaitable[_T]]) -> _T:
         return await action()
     except ChangeError as exc:
         raise ApiError(409, str(exc)) from exc
+
+
+def text_field(data: dict[str, Any], key: str, limit: int) -> str | None:
+    """A string that goes into git (a commit, a note) or a held change: at most `limit` characters,
+    of text that encodes (no lone surrogates)."""
+    value = opt_str(data, key)
+    if value is None:
+        return None
+    if len(value) > limit:
+        raise ApiError(400, f"{key!r} must be at most {limit} characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(400, f"{key!r} must be text (it holds an unpaired surrogate)") from None
+    return value
+
+
+def operator(data: dict[str, Any]) -> str:
+    """Who acts (`by`): a name of at most 200 characters; "operator" when not given."""
+    return text_field(data, "by", 200) or "operator"
 
 
 def add_operator_routes(router: Router, engine: Engine) -> None:
@@ -175,12 +195,12 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
 
     @router.add("/v1/changes/{rev}/approve", "POST")
     async def change_approve(request: Request) -> Response:
-        who = opt_str(await body(request), "by") or "operator"
+        who = operator(await body(request))
         return JSONResponse(await changing(lambda: engine.changes.approve(request.path_params["rev"], who)))
 
     @router.add("/v1/changes/{rev}/revert", "POST")
     async def change_revert(request: Request) -> Response:
-        who = opt_str(await body(request), "by") or "operator"
+        who = operator(await body(request))
         return JSONResponse(await changing(lambda: engine.changes.revert(request.path_params["rev"], who)))
 
     @router.add("/v1/pending/{id}", "GET")
@@ -205,7 +225,7 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
 
     @router.add("/v1/pending/{id}/approve", "POST")
     async def pending_approve(request: Request) -> Response:
-        who = opt_str(await body(request), "by") or "operator"
+        who = operator(await body(request))
         return JSONResponse(
             await changing(lambda: engine.changes.approve_pending(request.path_params["id"], who))
         )
@@ -213,7 +233,7 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
     @router.add("/v1/pending/{id}/reject", "POST")
     async def pending_reject(request: Request) -> Response:
         data = await body(request)
-        who, reason = opt_str(data, "by") or "operator", opt_str(data, "reason")
+        who, reason = operator(data), text_field(data, "reason", 10_000)
         return JSONResponse(
             await changing(lambda: engine.changes.reject_pending(request.path_params["id"], who, reason))
         )
@@ -227,9 +247,9 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
         if engine.env.get("EVOLVE_DEBUG_LOAD") != "1":
             raise ApiError(404, "not enabled: start the engine with EVOLVE_DEBUG_LOAD=1")
         data = await body(request)
-        count = int(data.get("count") or 1)
-        size = int(data.get("stdout_bytes") or 0)
-        return JSONResponse({"recorded": engine.runner.inject(min(count, 100_000), size)})
+        count = opt_int(data, "count", 1, 1, 100_000)
+        size = opt_int(data, "stdout_bytes", 0, 0, 16 * 1024 * 1024)
+        return JSONResponse({"recorded": engine.runner.inject(count, size)})
 
     @router.add("/v1/shutdown", "POST")
     async def shutdown(request: Request) -> Response:

@@ -5,11 +5,12 @@ from __future__ import annotations
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from ..protocol.opencode import OWN_CALL_PREFIXES
 from ..runtime import Engine
-from .http import ApiError, Router, body, opt_str
+from . import shapes
+from .http import ApiError, JSONResponse, Router, body, opt_obj, opt_str
 
 CONNECTION_HEADER = "x-evolve-connection"  # the shim's connection id, on every call after connecting
 
@@ -30,19 +31,15 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
     @router.add("/v1/tools/{name}/permission", "POST")
     async def permission(request: Request) -> Response:
         data = await body(request)
-        args = data.get("args") or {}
-        if not isinstance(args, dict):
-            raise ApiError(400, "'args' must be an object")
+        args = opt_obj(data, "args") or {}
         return JSONResponse({"ask": engine.tools.permission_request(request.path_params["name"], args)})
 
     @router.add("/v1/tools/{name}/call", "POST")
     async def call(request: Request) -> Response:
         data = await body(request)
-        args = data.get("args")
-        if args is not None and not isinstance(args, dict):
-            raise ApiError(400, "'args' must be an object")
+        args = opt_obj(data, "args")
         session = from_session(request, data)
-        bridge.take_history(session, data.get("history"))
+        bridge.take_history(session, shapes.history(data))
         result = await engine.tools.call(
             request.path_params["name"],
             args,
@@ -55,13 +52,11 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
     @router.add("/v1/opencode/connect", "POST")
     async def connect(request: Request) -> Response:
         data = await body(request)
-        url, directory = opt_str(data, "url"), opt_str(data, "directory")
-        if not url or not directory:
-            raise ApiError(400, "'url' and 'directory' are required")
+        url, directory, token = shapes.connection(data)
         conn = engine.connections.connect(
             url,
             directory,
-            opt_str(data, "token"),
+            token,
             opt_str(data, "mode") or "unknown",
             opt_str(data, "shim_version"),
         )
@@ -84,17 +79,15 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
     async def system(request: Request) -> Response:
         data = await body(request)
         session = from_session(request, data)
-        bridge.take_history(session, data.get("history"))
-        current = data.get("system") or []
-        if not isinstance(current, list):
-            raise ApiError(400, "'system' must be a list of strings")
-        result, reason, cacheable = await bridge.system(session, [str(s) for s in current])
+        current = shapes.system(data)
+        bridge.take_history(session, shapes.history(data))
+        result, reason, cacheable = await bridge.system(session, current)
         return JSONResponse({"system": result, "reason": reason, "cacheable": cacheable})
 
     @router.add("/v1/opencode/chat-message", "POST")
     async def chat_message(request: Request) -> Response:
         data = await body(request)
-        model = data.get("model") if isinstance(data.get("model"), dict) else None
+        model = shapes.model(data.get("model"))
         synthetic = data.get("synthetic") is True
         bridge.chat_message(from_session(request, data), opt_str(data, "agent"), model, synthetic)
         return JSONResponse({"ok": True})
@@ -103,7 +96,7 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
     async def tool_before(request: Request) -> Response:
         data = await body(request)
         session = from_session(request, data)
-        bridge.take_history(session, data.get("history"))
+        bridge.take_history(session, shapes.history(data))
         bridge.tool_before(session, str(data.get("tool")), opt_str(data, "call_id"), data.get("args"))
         return JSONResponse({"ok": True}, 202)
 
@@ -123,7 +116,7 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
     async def compacting(request: Request) -> Response:
         data = await body(request)
         session = from_session(request, data)
-        bridge.take_history(session, data.get("history"))
+        bridge.take_history(session, shapes.history(data))
         return JSONResponse({"prompt": await bridge.compacting(session)})
 
     @router.add("/v1/opencode/assistant", "POST")
@@ -132,13 +125,12 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
         session = from_session(request, data)
         if not session:
             raise ApiError(400, "'session' is required")
-        bridge.take_history(session, data.get("history"))
-        raw_message = data.get("message")
-        message: dict[str, Any] = raw_message if isinstance(raw_message, dict) else {}
-        parts = [p for p in data.get("parts") or [] if isinstance(p, dict)]
+        message = shapes.message(data.get("message"))
+        parts = shapes.parts(data.get("parts"))
+        bridge.take_history(session, shapes.history(data))
         return JSONResponse({"continue": await bridge.assistant_finished(session, message, parts)})
 
     @router.add("/v1/opencode/event", "POST")
     async def event(request: Request) -> Response:
-        bridge.event(await body(request), request.headers.get(CONNECTION_HEADER))
+        bridge.event(shapes.event(await body(request)), request.headers.get(CONNECTION_HEADER))
         return JSONResponse({"ok": True}, 202)
