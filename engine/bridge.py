@@ -61,6 +61,23 @@ class Bridge:
         if session and connection:
             self._sessions.update(session, connection=connection)
 
+    def turn_context(self, session: str | None, context: dict[str, Any] | None) -> dict[str, Any] | None:
+        """What the agent said in this turn up to a tool call: the text and reasoning of its earlier
+        responses since the user's last message (from the history), then of the calling one."""
+        if context is None:
+            return None
+        earlier: dict[str, list[str]] = {"text": [], "reasoning": []}
+        for entry in reversed(self._sessions.history(session) if session else []):
+            if entry.get("role") == "user":
+                break
+            for kind, found in earlier.items():
+                said = [p.get("text") for p in entry.get("parts") or [] if p.get("type") == kind]
+                found[:0] = [str(t) for t in said if t]
+        return {
+            kind: "\n".join([*earlier[kind], str(context.get(kind) or "")]).strip()
+            for kind in ("text", "reasoning")
+        }
+
     def take_history(self, session: str | None, history: list[dict[str, Any]] | None) -> None:
         if session and history is not None:
             self._sessions.set_history(session, [history_entry(m) for m in history])

@@ -11,6 +11,7 @@ import os
 import stat
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +19,27 @@ from .activity import Activity
 from .bus import EventBus
 from .commits import Commits
 from .gitstore import Commit, GitError, RevertConflict
-from .protocol.events import EventKind
-from .protocol.records import Change, Notice, PendingChange, ReviewRecorded, new_id
+from .protocol.records import Change, PendingChange, Provenance, ReviewRecorded, SessionInfo, new_id
+from .provenance import PROVENANCE_REF, decode
 from .toolhost import CallContext
 from .workspace import Workspace, write_atomic
 
 
 class ChangeError(RuntimeError):
-    """An operator action that cannot be done; the message says why and what to do."""
+    """An operator action that cannot be done; the message says why and what to do. `details` is
+    what a program needs to act on it (e.g. the later commits that a revert conflicts with)."""
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.details = details or {}
+
+
+REVIEWED_AREAS = ("hooks/", "prompts/", "config/", "tests/")
+"""Where a change alters what the agent is: an agent's or a hook's change there needs a review."""
+
+
+def needs_review(origin: str, files: list[str]) -> bool:
+    return origin in ("agent", "hook", "heartbeat") and any(f.startswith(REVIEWED_AREAS) for f in files)
 
 
 def origin_of(trailers: dict[str, str]) -> str:
@@ -49,6 +63,9 @@ class Changes:
         bus: EventBus,
         activity: Activity,
         files_changed: Callable[[list[str]], Awaitable[None]],
+        tell: Callable[[str, str, str], Awaitable[object]],
+        sessions: Callable[[], list[SessionInfo]],
+        refresh: Callable[[str], bool],
     ) -> None:
         self._workspace = workspace
         self._commits = commits
@@ -56,30 +73,82 @@ class Changes:
         self._bus = bus
         self._activity = activity
         self._files_changed = files_changed  # hooks, prompts or config changed: reload them
+        self._tell = tell  # (session, message, change): a notification to the session behind a change
+        self._sessions = sessions  # the sessions the engine knows
+        self._refresh = refresh  # drop a session's frozen prompt: its next request composes one anew
         self.dir = workspace.state_dir / "pending"
 
     # ---- history ----------------------------------------------------------------------------
 
     def history(self, limit: int = 200) -> list[Change]:
-        reviews = self._git.reviews()
+        """The newest `limit` commits, newest first, each with its origin, review state and
+        provenance."""
+        reviews = self._git.reviews(limit)
+        provenance = self._git.notes(PROVENANCE_REF, limit)
         changes = []
         for c in self._git.log(limit):
             trailers = c["trailers"]
             assert isinstance(trailers, dict)
             message = str(c["message"])
+            sha = str(c["sha"])
+            files = [str(f) for f in c["files"]]  # type: ignore[attr-defined]
+            origin = origin_of(trailers)
             changes.append(
                 Change(
-                    sha=str(c["sha"]),
+                    sha=sha,
                     time=int(str(c["time"])),
                     message=message,
                     subject=message.splitlines()[0] if message else "",
                     trailers=trailers,
-                    files=list(c["files"]),  # type: ignore[call-overload]
-                    origin=origin_of(trailers),
-                    review=reviews.get(str(c["sha"])),
+                    files=files,
+                    origin=origin,
+                    review=reviews.get(sha),
+                    reverts=trailers.get("reverts"),
+                    provenance=decode(provenance[sha]) if sha in provenance else None,
                 )
             )
+        reverted: dict[str, str] = {}
+        for change in changes:
+            for target in (change.reverts or "").split():
+                reverted.setdefault(target, change.sha)
+        for change in changes:
+            change.reverted_by = reverted.get(change.sha)
+            if change.reverted_by:
+                change.state = "reverted"
+            elif change.review:
+                change.state = "approved"
+            elif needs_review(change.origin, change.files):
+                change.state = "unreviewed"
         return changes
+
+    def change(self, rev: str) -> Change:
+        sha = self._resolve(rev)
+        found = next((c for c in self.history(1000) if c.sha == sha), None)
+        if found is None:
+            raise ChangeError(f"commit {sha[:10]} is older than the 1,000 newest; look at it with git")
+        return found
+
+    def impact(self, rev: str) -> dict[str, Any]:
+        """What reverting a change would touch: the sessions whose frozen system prompt was composed
+        while this version was installed (they keep sending it until refreshed), and the later
+        commits that touch the same files (a revert of this one alone may conflict with them)."""
+        change = self.change(rev)
+        later = self._git.later_commits(change.sha, change.files)
+        by_sha = {c.sha: c for c in self.history(1000)}
+        until = min((by_sha[s].time for s in later if s in by_sha), default=None)
+        affected = [
+            s
+            for s in self._sessions()
+            if s.system is not None
+            and s.frozen_at is not None
+            and s.frozen_at >= change.time
+            and (until is None or s.frozen_at < until)
+        ]
+        return {
+            "sha": change.sha,
+            "sessions": [replace(s, history=None).to_dict() for s in affected],
+            "later": [by_sha[s].to_dict() if s in by_sha else {"sha": s} for s in later],
+        }
 
     def diff(self, rev: str) -> dict[str, Any]:
         sha = self._resolve(rev)
@@ -96,40 +165,80 @@ class Changes:
         return sha
 
     async def approve(self, rev: str, who: str = "operator") -> dict[str, Any]:
-        sha = self._resolve(rev)
+        change = self.change(rev)
         note = f"approved by {who} at {time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())}"
-        await asyncio.to_thread(self._git.add_review, sha, note)
-        self._bus.publish(ReviewRecorded(sha, note))
-        return {"sha": sha, "review": note}
+        await asyncio.to_thread(self._git.add_review, change.sha, note)
+        self._bus.publish(ReviewRecorded(change.sha, note))
+        await self._tell_author(
+            change.provenance,
+            f'The operator approved your change "{change.subject}" ({change.sha[:10]}).',
+            change.sha,
+        )
+        return {"sha": change.sha, "review": note}
 
-    async def revert(self, rev: str, who: str = "operator") -> dict[str, Any]:
-        sha = self._resolve(rev)
-        if self._git.parent_is_root(sha):
+    async def revert(
+        self, rev: str, who: str = "operator", refresh: list[str] | None = None, together: bool = False
+    ) -> dict[str, Any]:
+        """Undo the change with a new commit (history is never rewritten). `together`: also undo the
+        later commits that touch the same files, in the same commit. `refresh`: sessions whose
+        frozen prompt to drop afterwards."""
+        change = self.change(rev)
+        if self._git.parent_is_root(change.sha):
             raise ChangeError("the initial commit cannot be reverted (it would empty the workspace)")
+        later = self._git.later_commits(change.sha, change.files) if together else []
+        shas = [*later, change.sha]  # newest first
         with self._activity.running():
             await self._commits.commit_external()  # a hand edit must not be mixed into the revert
             async with self._commits.lock:
-                subject = next((c.subject for c in self.history(500) if c.sha == sha), sha[:10])
+                subject = change.subject + (f" and {len(later)} later change(s)" if later else "")
                 try:
                     commit = await asyncio.to_thread(
                         self._git.revert,
-                        sha,
+                        shas,
                         f"revert: {subject}",
-                        {"Origin": "operator", "Reverts": sha, "By": who},
+                        {"Origin": "operator", "Reverts": " ".join(shas), "By": who},
                     )
                 except RevertConflict as exc:
-                    self._bus.publish(Notice("revert", str(exc)), EventKind.ERROR)
-                    raise ChangeError(str(exc)) from exc
+                    blocking = self._git.later_commits(change.sha, change.files)
+                    raise ChangeError(
+                        f"{exc}"
+                        + (
+                            f"; later changes to the same files: {', '.join(s[:10] for s in blocking)}"
+                            " (revert them together with this one)"
+                            if blocking and not together
+                            else ""
+                        ),
+                        {"conflict": exc.files, "later": blocking},
+                    ) from exc
             if commit is None:
-                raise ChangeError(f"reverting {sha[:10]} changes nothing (already undone?)")
+                raise ChangeError(f"reverting {change.sha[:10]} changes nothing (already undone?)")
             self._commits.announce(commit)
             await self._files_changed(list(commit.files))
-        return {"sha": commit.sha, "reverted": sha, "files": list(commit.files)}
+        refreshed = [sid for sid in refresh or [] if self._refresh(sid)]
+        await self._tell_author(
+            change.provenance,
+            f'The operator reverted your change "{change.subject}" ({change.sha[:10]}) with commit '
+            f"{commit.sha[:10]}: {', '.join(change.files)} are back to their earlier version.",
+            commit.sha,
+        )
+        return {"sha": commit.sha, "reverted": shas, "files": list(commit.files), "refreshed": refreshed}
+
+    async def _tell_author(self, provenance: Provenance | None, message: str, change: str) -> None:
+        """Let the session that made a change know what became of it (a notification)."""
+        if provenance is not None and provenance.session:
+            await self._tell(provenance.session, message, change)
 
     # ---- review gate ------------------------------------------------------------------------
 
     def hold(
-        self, rel: str, old: bytes, new: str, message: str, ctx: CallContext, hook: str | None
+        self,
+        rel: str,
+        old: bytes,
+        new: str,
+        message: str,
+        ctx: CallContext,
+        hook: str | None,
+        provenance: Provenance | None = None,
     ) -> PendingChange:
         pending = PendingChange(
             id=new_id("chg"),
@@ -142,6 +251,7 @@ class Changes:
             call_id=ctx.call_id,
             hook=hook,
             created_at=time.time(),
+            provenance=provenance,
         )
         self._save(pending)
         self._bus.publish(pending.summary())
@@ -194,8 +304,16 @@ class Changes:
                 commit = await self._apply(item, who)
             if commit is not None:
                 await asyncio.to_thread(self._git.add_review, commit.sha, f"approved by {who} (review gate)")
+                if item.provenance is not None:
+                    await self._commits.annotate(commit.sha, item.provenance)
             await self._files_changed([item.file])
         self._bus.publish(item.summary())
+        installed = f" and installed it as commit {commit.sha[:10]}" if commit else ""
+        await self._tell_author(
+            item.provenance,
+            f'The operator approved your proposed change "{item.message}" to {item.file}{installed}.',
+            commit.sha if commit else item.id,
+        )
         return item.summary().to_dict()
 
     async def finish_approval(self, item: PendingChange, who: str) -> None:
@@ -204,6 +322,8 @@ class Changes:
         commit = await self._apply(item, who)
         if commit is not None:
             await asyncio.to_thread(self._git.add_review, commit.sha, f"approved by {who} (review gate)")
+            if item.provenance is not None:
+                await self._commits.annotate(commit.sha, item.provenance)
         self._bus.publish(item.summary())
 
     async def _apply(self, item: PendingChange, who: str) -> Commit | None:
@@ -248,4 +368,11 @@ class Changes:
         item.note = f"rejected by {who}" + (f": {reason}" if reason else "")
         self._save(item)
         self._bus.publish(item.summary())
+        because = f" because: {reason}" if reason else ""
+        await self._tell_author(
+            item.provenance,
+            f'The operator rejected your proposed change "{item.message}" to {item.file}{because}. '
+            "It was not installed.",
+            item.id,
+        )
         return item.summary().to_dict()

@@ -17,7 +17,8 @@ from .bus import EventBus
 from .gate import Gate
 from .gitstore import Commit, GitError, GitStore
 from .locks import WorkspaceLock
-from .protocol.records import CommitInfo, JSONDict
+from .protocol.records import CommitInfo, JSONDict, Provenance
+from .provenance import PROVENANCE_REF, encode
 from .toolhost import CallContext
 
 log = logging.getLogger("evolve.commits")
@@ -64,6 +65,14 @@ class Commits:
         self._settle_stages: set[str] = set()
         self._settle_sessions: set[str] = set()
         self._settle_since: float | None = None
+
+    async def annotate(self, sha: str, provenance: Provenance) -> None:
+        """Keep why and how a change was made beside its commit (a git note), so that it survives
+        restarts and travels with the repository."""
+        try:
+            await asyncio.to_thread(self.git.add_note, PROVENANCE_REF, sha, encode(provenance))
+        except GitError as exc:
+            self._warn("git", f"cannot record the provenance of {sha[:10]}: {exc}")
 
     def announce(self, commit: Commit) -> None:
         self._bus.publish(CommitInfo(commit.sha, commit.message, list(commit.files)))

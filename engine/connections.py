@@ -29,6 +29,7 @@ class Connections:
         self._on_count = on_count
         self.clients: dict[str, OpencodeClient] = {}
         self._misses: dict[str, int] = {}
+        self._offered: dict[str, list[dict[str, Any]]] = {}  # connection -> the tools opencode offers
         self._watching: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -71,10 +72,23 @@ class Connections:
     async def disconnect(self, conn_id: str, reason: str | None = None) -> None:
         client = self.clients.pop(conn_id, None)
         self._misses.pop(conn_id, None)
+        self._offered.pop(conn_id, None)
         if client is not None:
             await client.close()
             self._bus.publish(OpencodeChanged("disconnected", client.conn.info(), reason))
             self._on_count(len(self.clients))
+
+    def offered(self, conn_id: str, tools: list[dict[str, Any]]) -> None:
+        """The tools (opencode's own and evolve's) opencode offers the model through this connection."""
+        if conn_id in self.clients:
+            self._offered[conn_id] = tools
+
+    def tools_offered(self, conn_id: str | None) -> list[dict[str, Any]] | None:
+        """What that connection (else the newest one) offers; None when nobody said."""
+        if conn_id in self._offered:
+            return self._offered[conn_id]
+        newest = self.client()
+        return self._offered.get(newest.conn.id) if newest else None
 
     def infos(self) -> list[ConnectionInfo]:
         return [c.conn.info() for c in self.clients.values()]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -305,41 +305,51 @@ class GitStore:
             out = self._git("show", "--format=", "--patch", "--no-color", "--no-ext-diff", sha)
         return (out[:limit], True) if len(out) > limit else (out, False)
 
-    def reviews(self) -> dict[str, str]:
-        """Commit sha -> review note, for every reviewed commit."""
+    def reviews(self, limit: int = 1000) -> dict[str, str]:
+        """Commit sha -> review note, for the reviewed commits among the newest `limit`."""
+        return self.notes(NOTES_REF, limit)
+
+    def notes(self, ref: str, limit: int = 1000) -> dict[str, str]:
+        """Commit sha -> its note under `ref`, for the newest `limit` commits that have one (one git
+        call, however many notes there are)."""
         with self._lock:
             try:
-                listing = self._git("notes", f"--ref={NOTES_REF}", "list")
+                out = self._git("log", f"-n{limit}", f"--notes={ref}", "--format=%x1e%H%x1f%N")
             except GitError:
                 return {}
-            out: dict[str, str] = {}
-            for line in listing.splitlines():
-                parts = line.split()
-                if len(parts) == 2:
-                    note_blob, commit = parts
-                    out[commit] = self._git("cat-file", "-p", note_blob).strip()
-            return out
+        found: dict[str, str] = {}
+        for record in out.split("\x1e"):
+            sha, sep, note = record.partition("\x1f")
+            if sep and note.strip():
+                found[sha.strip()] = note.strip()
+        return found
 
     def add_review(self, sha: str, note: str) -> None:
         """Record a review as a git note, beside the history (the commit itself is not rewritten)."""
-        with self._lock:
-            self._git("notes", f"--ref={NOTES_REF}", "add", "-f", "-m", note, sha, env=self._env())
+        self.add_note(NOTES_REF, sha, note)
 
-    def revert(self, sha: str, message: str, trailers: Mapping[str, str | None]) -> Commit | None:
-        """A new commit undoing `sha`. On a conflict the work tree is restored and RevertConflict
-        names the files. The caller makes sure nothing else is uncommitted first."""
+    def add_note(self, ref: str, sha: str, note: str) -> None:
+        """Attach `note` to the commit `sha` under `ref` (replacing an earlier one)."""
         with self._lock:
-            try:
-                self._git("revert", "--no-commit", "--no-edit", sha, env=self._env())
-            except GitError:
-                conflicted = [
-                    f for f in self._git("diff", "--name-only", "--diff-filter=U", "-z").split("\0") if f
-                ]
+            self._git("notes", f"--ref={ref}", "add", "-f", "-m", note, sha, env=self._env())
+
+    def revert(self, shas: Sequence[str], message: str, trailers: Mapping[str, str | None]) -> Commit | None:
+        """One new commit undoing the commits `shas` (given newest first). On a conflict the work
+        tree is restored and RevertConflict names the commit and the files. The caller makes sure
+        nothing else is uncommitted first."""
+        with self._lock:
+            for sha in shas:
                 try:
-                    self._git("revert", "--abort")
+                    self._git("revert", "--no-commit", "--no-edit", sha, env=self._env())
                 except GitError:
-                    self._git("reset", "--hard", "-q", "HEAD")
-                raise RevertConflict(sha, conflicted or ["(unknown)"]) from None
+                    conflicted = [
+                        f for f in self._git("diff", "--name-only", "--diff-filter=U", "-z").split("\0") if f
+                    ]
+                    try:
+                        self._git("revert", "--abort")
+                    except GitError:
+                        self._git("reset", "--hard", "-q", "HEAD")
+                    raise RevertConflict(sha, conflicted or ["(unknown)"]) from None
             return self.commit(message, trailers)
 
     def committed_file(self, rel: str) -> tuple[int, bytes] | None:
@@ -405,6 +415,14 @@ class GitStore:
             sha = self._git("commit-tree", tree, "-p", head, "-m", body, env=self._env()).strip()
             self._git("update-ref", "-m", f"evolve: {message}", "HEAD", sha, head)
             return Commit(sha, body, ())
+
+    def later_commits(self, sha: str, files: Sequence[str]) -> list[str]:
+        """The commits after `sha` (newest first) that touch any of `files`."""
+        if not files:
+            return []
+        with self._lock:
+            out = self._git("log", "--format=%H", f"{sha}..HEAD", "--", *files)
+        return [line for line in out.split() if line]
 
     def parent_is_root(self, sha: str) -> bool:
         with self._lock:

@@ -109,7 +109,16 @@ class Engine:
         self.followups = Followups(
             self.notifier.notify, self.connections, self.current_config, self.background, bus
         )
-        self.changes = Changes(ws, self.commits, bus, self.activity, self.files_changed)
+        self.changes = Changes(
+            ws,
+            self.commits,
+            bus,
+            self.activity,
+            self.files_changed,
+            tell=lambda session, message, change: self.notifier.notify(None, [message], [session], change),
+            sessions=lambda: [s.info() for s in self.sessions.known()],
+            refresh=self.sessions.unfreeze,
+        )
         self.tools = Tools(
             ws,
             self.current_config,
@@ -120,6 +129,7 @@ class Engine:
             self.changes.hold,
             self.notifier.notify,
             lambda: self.state.read().get("heartbeat_time"),
+            lambda session: found.title if (found := self.sessions.find(session)) else None,
             self.journal,
             bus,
             self.activity,

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from .discovery import HookFile, HookTool
+from .protocol.records import Evidence
 from .workspace import Workspace
 
 
@@ -20,7 +21,11 @@ class CallContext:
     call_id: str | None = None
     origin: str = "tool"  # tool | operator
     tool: str | None = None
+    args: dict[str, Any] = field(default_factory=dict)
+    context: dict[str, Any] | None = None  # what the agent said in its turn before the call
     commits: list[str] = field(default_factory=list)
+    pending: str | None = None  # the change held for review, under the review gate
+    validation: Evidence | None = None  # the test run behind a hook change
     notify: list[str] = field(default_factory=list)
     # Told, before the call changes the workspace, of the commit it is about to make (message,
     # trailers, files; None: whatever a hook changes); returns once that is journaled, so that a

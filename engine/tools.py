@@ -28,7 +28,8 @@ from .discovery import HookFile, HookTool
 from .hooks import HookRegistry
 from .journal import Journal
 from .protocol.events import EventKind
-from .protocol.records import HookRun, PendingChange, ToolCall, ValidationRun, new_id
+from .protocol.records import HookRun, PendingChange, Provenance, ToolCall, ValidationRun, new_id
+from .provenance import evidence, provenance
 from .schema import permission_patterns, validate_args
 from .toolhost import CallContext, EditFailed, ToolFailed
 from .workspace import Workspace, write_atomic
@@ -36,7 +37,7 @@ from .workspace import Workspace, write_atomic
 log = logging.getLogger("evolve.tools")
 
 CallOne = Callable[..., Awaitable[HookRun]]
-Hold = Callable[[str, bytes, str, str, "CallContext", "str | None"], PendingChange]
+Hold = Callable[[str, bytes, str, str, "CallContext", "str | None", "Provenance | None"], PendingChange]
 Notify = Callable[[str | None, list[str]], Awaitable[str | None]]
 
 
@@ -76,6 +77,7 @@ class Tools:
         hold: Hold,
         notify: Notify,
         heartbeat_time: Callable[[], str | None],
+        session_title: Callable[[str], str | None],
         journal: Journal | None,
         bus: EventBus,
         activity: Activity,
@@ -89,6 +91,7 @@ class Tools:
         self._hold = hold
         self._notify = notify
         self._heartbeat_time = heartbeat_time
+        self._session_title = session_title
         self._journal = journal
         self._bus = bus
         self._activity = activity
@@ -147,20 +150,39 @@ class Tools:
         session: str | None = None,
         call_id: str | None = None,
         origin: str = "tool",
+        context: dict[str, Any] | None = None,
+        permission: str | None = None,
+        refused: str | None = None,
     ) -> ToolCall:
-        """Run a tool exactly as the agent would: argument validation, the tool, its commit."""
+        """Run a tool exactly as the agent would: argument validation, the tool, its commit.
+        `context`: what the agent said in its turn before the call (kept as the provenance of a
+        change it makes); `permission`: how the call was permitted; `refused`: the call was denied
+        before it could run (recorded, not run)."""
         args = {} if args is None else args
         call = ToolCall(
-            id=new_id("call"), tool=name, args=args, started_at=time.time(), session=session, call_id=call_id
+            id=new_id("call"),
+            tool=name,
+            args=args,
+            started_at=time.time(),
+            session=session,
+            call_id=call_id,
+            permission=permission,
+            context=context,
         )
         started = time.perf_counter()
         self._bus.publish(call, EventKind.TOOL_CALL)
-        ctx = CallContext(session=session, call_id=call_id, origin=origin, tool=name)
+        ctx = CallContext(
+            session=session, call_id=call_id, origin=origin, tool=name, args=args, context=context
+        )
+        if refused is not None:
+            call.output = call.error = f"permission denied: {refused}"
+            call.permission = permission or "denied"
+            return self._finish(call, ctx, started)
         ctx.intent = lambda message, trailers, files: self._journal_intent(
             call, origin, message, trailers, files
         )
         if self._journal is not None:
-            self._journal.tool_call_started(call)  # ended below; a crash leaves it "interrupted"
+            self._journal.tool_call_started(call)  # ended by _finish; a crash leaves it "interrupted"
         with self._activity.running():
             try:
                 call.output = await self._run(name, args, ctx)
@@ -170,13 +192,19 @@ class Tools:
             except Exception as exc:  # a tool must answer the agent, never crash the engine
                 log.exception("tool %s failed", name)
                 call.output = call.error = f"error: {exc}"
+        self._finish(call, ctx, started)
+        if ctx.notify:
+            await self._notify(session, ctx.notify)
+        return call
+
+    def _finish(self, call: ToolCall, ctx: CallContext, started: float) -> ToolCall:
         call.commit = ctx.commits[-1] if ctx.commits else None
+        call.pending = ctx.pending
+        call.validation = ctx.validation
         call.duration_ms = (time.perf_counter() - started) * 1000
         if self._journal is not None:
             self._journal.record_tool_call(call)
         self._bus.publish(call, EventKind.TOOL_RESULT)
-        if ctx.notify:
-            await self._notify(session, ctx.notify)
         return call
 
     async def _journal_intent(
@@ -197,6 +225,18 @@ class Tools:
             await asyncio.to_thread(self._journal.flush)
         except TimeoutError:  # the journal is stuck: the change goes ahead, as it would without one
             log.warning("tool call %s: the journal did not confirm its start in time", call.id)
+
+    def _provenance(self, ctx: CallContext) -> Provenance:
+        return provenance(
+            tool=ctx.tool,
+            args=ctx.args,
+            session=ctx.session,
+            session_title=self._session_title(ctx.session) if ctx.session else None,
+            call_id=ctx.call_id,
+            context=ctx.context,
+            validation=ctx.validation,
+            at=time.time(),
+        )
 
     async def _run(self, name: str, args: dict[str, Any], ctx: CallContext) -> str:
         builtin = BUILTINS.get(name)
@@ -242,7 +282,9 @@ class Tools:
                 made = await self._commits.commit_hook_changes(
                     message, trailers, changed, f"{name} (execute_tool of hooks/{tool.file})", ctx
                 )
-                ctx.commits.extend(c.sha for c in made)
+                for commit in made:
+                    ctx.commits.append(commit.sha)
+                    await self._commits.annotate(commit.sha, self._provenance(ctx))
         if not run.ok:
             raise ToolFailed(f"tool error: {run.error}")
         result = run.result or {}
@@ -305,11 +347,21 @@ class Tools:
                 raise ToolFailed(str(exc)) from exc
             if hook is not None:
                 result = await self.validate_hook(hook, new)
+                ctx.validation = evidence(result)
                 if not result.ok:
                     self._bus.publish(ValidationRun(hook, False, result.output))
                     raise ToolFailed("validation failed:\n" + result.output)
             if ctx.origin == "tool" and self._config().review == "gate":
-                held = self._hold(shown, old.encode("utf-8", "surrogateescape"), new, message, ctx, hook)
+                held = self._hold(
+                    shown,
+                    old.encode("utf-8", "surrogateescape"),
+                    new,
+                    message,
+                    ctx,
+                    hook,
+                    self._provenance(ctx),
+                )
+                ctx.pending = held.id
                 return (
                     f"{shown}: the change passed validation and awaits review by the operator "
                     f"(pending change {held.id}); it takes effect only once approved"
@@ -325,6 +377,7 @@ class Tools:
             else:
                 if commit:
                     ctx.commits.append(commit.sha)
+                    await self._commits.annotate(commit.sha, self._provenance(ctx))
         if hook is not None:
             await self.registry.discover()
         return success

@@ -31,6 +31,7 @@ class Validation:
     output: str
     duration_ms: float = 0.0
     test: str | None = None  # None when the hook has no registered test
+    exit_code: int | None = None  # the test's exit status, when it exited
 
 
 def _ignore_top(root: Path):  # type: ignore[no-untyped-def]
@@ -76,8 +77,8 @@ async def validate(
             )
         os.chmod(test_path, 0o755)
         test_env = {**(os.environ if env is None else env), "OPENCODE_EVOLVE_WORKSPACE": str(tmp)}
-        ok, output = await _run_test(test_path, tmp, test_env, timeout_ms)
-        return Validation(ok, output, (time.perf_counter() - started) * 1000, test)
+        ok, output, code = await _run_test(test_path, tmp, test_env, timeout_ms)
+        return Validation(ok, output, (time.perf_counter() - started) * 1000, test, code)
     finally:
         await asyncio.to_thread(shutil.rmtree, tmp, True)
 
@@ -111,9 +112,11 @@ def remove_stale_copies(tmp: Path | None = None) -> list[Path]:
     return removed
 
 
-async def _run_test(path: Path, cwd: Path, env: dict[str, str], timeout_ms: int) -> tuple[bool, str]:
+async def _run_test(
+    path: Path, cwd: Path, env: dict[str, str], timeout_ms: int
+) -> tuple[bool, str, int | None]:
     """ok when the test exits 0; the output is stdout then stderr, with the reason appended when it
-    could not finish."""
+    could not finish; and its exit status."""
     done = await run_process(
         [str(path)],
         cwd=cwd,
@@ -125,14 +128,14 @@ async def _run_test(path: Path, cwd: Path, env: dict[str, str], timeout_ms: int)
         stderr_limit=OUTPUT_LIMIT,
     )
     if done.spawn_error is not None:
-        return False, f"cannot start tests/{path.name}: {done.spawn_error.strerror or done.spawn_error}"
+        return False, f"cannot start tests/{path.name}: {done.spawn_error.strerror or done.spawn_error}", None
     output = (done.stdout + done.stderr).decode("utf-8", errors="replace")
     if done.failure is not None:
         if done.timed_out:
             reason = f"timeout: tests/{path.name} ran longer than {timeout_ms} ms and was killed"
         else:
             reason = f"tests/{path.name}: {done.failure}"
-        return False, output + ("\n" if output and not output.endswith("\n") else "") + reason
+        return False, output + ("\n" if output and not output.endswith("\n") else "") + reason, None
     if done.signal:
-        return False, output + f"\ntests/{path.name} was killed by {done.signal}"
-    return done.returncode == 0, output
+        return False, output + f"\ntests/{path.name} was killed by {done.signal}", None
+    return done.returncode == 0, output, done.returncode

@@ -25,12 +25,14 @@ from engine.protocol import (
     PendingChange,
     SessionInfo,
     StageResult,
+    ToolCall,
 )
 from engine.protocol.records import (
     HeartbeatChanged,
     JSONDict,
     Notice,
     OpencodeChanged,
+    Provenance,
     ReviewRecorded,
     SessionChanged,
 )
@@ -52,6 +54,7 @@ class Part(StrEnum):
     CHANGES = "changes"  # the git history and the pending changes
     STATUS = "status"  # the engine's status: opencode connections, config errors, workspace
     COUNTS = "counts"  # the journal's counts alone
+    TOOLS = "tools"  # the tool calls shown
 
 
 _ROUTES: Final = {
@@ -62,6 +65,7 @@ _ROUTES: Final = {
     Part.CHANGES: "/v1/changes",
     Part.STATUS: "/v1/status",
     Part.COUNTS: "/v1/runs",
+    Part.TOOLS: "/v1/tool-calls",
 }
 
 
@@ -100,7 +104,7 @@ class RunFilter:
 
 @dataclass(frozen=True)
 class ChangeEntry:
-    """A row of the self-modifications view: a commit, or a change that awaits review."""
+    """A row of the self-modifications view: a commit, or a change held for review."""
 
     key: str  # the commit's sha, or the pending change's id
     subject: str
@@ -111,6 +115,12 @@ class ChangeEntry:
     sha: str | None = None
     review: str | None = None
     pending_id: str | None = None
+    # unreviewed, approved, reverted, none (needs no review); for a held change: pending, rejected
+    # or stale
+    state: str = "none"
+    reverted_by: str | None = None
+    provenance: Provenance | None = None
+    note: str | None = None  # why a held change was rejected (or could not be installed)
 
     @classmethod
     def commit(cls, change: Change) -> ChangeEntry:
@@ -123,24 +133,45 @@ class ChangeEntry:
             trailers=dict(change.trailers),
             sha=change.sha,
             review=change.review,
+            state=change.state,
+            reverted_by=change.reverted_by,
+            provenance=change.provenance,
         )
 
     @classmethod
     def pending(cls, change: PendingChange) -> ChangeEntry:
         return cls(
             key=change.id,
-            subject=f"{change.message} (awaits review)",
+            subject=change.message,
             origin="pending",
             time=change.created_at,
             files=[change.file],
             trailers={"tool": change.tool, "session": change.session, "call": change.call_id},
             pending_id=change.id,
+            state=change.status,
+            provenance=change.provenance,
+            note=change.note,
         )
 
     @property
     def revertible(self) -> bool:
         """A commit other than the first can be undone; a pending change is rejected instead."""
         return self.pending_id is None and self.origin != "initial"
+
+    @property
+    def awaits_decision(self) -> bool:
+        """A held change not yet approved or rejected."""
+        return self.pending_id is not None and self.state == "pending"
+
+    @property
+    def needs_review(self) -> bool:
+        """What the operator has still to look at: held changes, and unreviewed self-modifications."""
+        return self.awaits_decision or self.state == "unreviewed"
+
+    @property
+    def session(self) -> str | None:
+        found = self.provenance.session if self.provenance else None
+        return found or self.trailers.get("session")
 
 
 @dataclass
@@ -152,6 +183,8 @@ class Update:
     redraw: set[Part] = field(default_factory=set)  # parts changed in the model
     reload: set[Part] = field(default_factory=set)  # parts the events only announce: fetch them
     notices: list[tuple[str, Notice]] = field(default_factory=list)  # ("warning" | "error", notice)
+    alerts: list[str] = field(default_factory=list)  # what should catch the operator's eye now
+    tools: list[ToolCall] = field(default_factory=list)  # tool calls to add or update, oldest first
 
 
 class ConsoleModel:
@@ -172,6 +205,9 @@ class ConsoleModel:
         self.dispatches: dict[str, StageResult] = {}  # likewise
         self.sessions: dict[str, SessionInfo] = {}
         self.changes: dict[str, ChangeEntry] = {}  # commits oldest first, then pending changes
+        self.tool_calls: dict[str, ToolCall] = {}  # the tool calls shown, oldest first
+        self.failed_unseen = 0  # failed runs that arrived since the operator last looked at the runs
+        self._failing: dict[tuple[str, str], bool] = {}  # (hook, stage) -> whether its last run failed
         self.stale: set[Part] = set()  # parts to fetch again, once connected
         self._waiting: list[Event] = []  # received, not yet applied
         self._live: deque[tuple[int, HookRun]] = deque(maxlen=MAX_ROWS)  # runs applied, by seq
@@ -251,11 +287,19 @@ class ConsoleModel:
                 if self.run_filter.matches(run):
                     runs[run.id] = run
                     self._live.append((event.seq, run))
+                self._watch_failures(run, update)
             elif kind is EventKind.STAGE:
                 try:
                     update.stages.append(StageResult.from_dict(event.data))
                 except _UNPARSED:
                     update.reload.add(Part.STAGES)
+            elif kind in (EventKind.TOOL_CALL, EventKind.TOOL_RESULT):
+                try:
+                    call = ToolCall.from_dict(event.data)
+                except _UNPARSED:
+                    update.reload.add(Part.TOOLS)
+                    continue
+                update.tools = [c for c in update.tools if c.id != call.id] + [call]
             elif kind is EventKind.SESSION:
                 self._apply_session(event, update)
             elif kind is EventKind.OPENCODE:
@@ -286,8 +330,35 @@ class ConsoleModel:
             self.dispatches.update((d.id, d) for d in update.stages)
             _trim(self.dispatches)
             update.redraw.add(Part.STAGES)
+        if update.tools:
+            self.tool_calls.update((c.id, c) for c in update.tools)
+            _trim(self.tool_calls)
+            update.redraw.add(Part.TOOLS)
         self.stale |= update.reload
         return update
+
+    def _watch_failures(self, run: HookRun, update: Update) -> None:
+        """Count failed runs the operator has not seen, and alert when a hook starts failing at a
+        stage (its first failure there, or the first after it worked)."""
+        key = (run.hook, run.stage)
+        failed = run.error is not None
+        if failed:
+            self.failed_unseen += 1
+            if not self._failing.get(key, False):
+                update.alerts.append(f"hooks/{run.hook} started failing at {run.stage}: {run.error}")
+        self._failing[key] = failed
+
+    def looked_at_runs(self) -> None:
+        """The operator is looking at the hook runs: the failures so far are seen."""
+        self.failed_unseen = 0
+
+    @property
+    def pending_count(self) -> int:
+        return sum(1 for c in self.changes.values() if c.awaits_decision)
+
+    @property
+    def unreviewed_count(self) -> int:
+        return sum(1 for c in self.changes.values() if c.state == "unreviewed")
 
     def _apply_session(self, event: Event, update: Update) -> None:
         try:
@@ -326,7 +397,8 @@ class ConsoleModel:
         if review is None or entry is None:
             update.reload.add(Part.CHANGES)
             return
-        self.changes[entry.key] = replace(entry, review=review.review)
+        state = "approved" if entry.state in ("unreviewed", "none") else entry.state
+        self.changes[entry.key] = replace(entry, review=review.review, state=state)
         update.redraw.add(Part.CHANGES)
 
     def _apply_pending(self, event: Event, update: Update) -> None:
@@ -335,10 +407,14 @@ class ConsoleModel:
         except _UNPARSED:
             update.reload.add(Part.CHANGES)
             return
-        if pending.status == "pending":
+        if pending.status == "approved":
+            # Installed: its commit (with the approval) stands for it from now on.
+            self.changes.pop(pending.id, None)
+            update.reload.add(Part.CHANGES)
+        else:
+            if pending.status == "pending" and pending.id not in self.changes:
+                update.alerts.append(f"a change awaits your review: {pending.message} ({pending.file})")
             self.changes[pending.id] = ChangeEntry.pending(pending)
-        elif self.changes.pop(pending.id, None) is None:
-            return  # decided, and not shown
         update.redraw.add(Part.CHANGES)
 
     def _apply_heartbeat(self, event: Event, update: Update) -> None:
@@ -359,7 +435,7 @@ class ConsoleModel:
             return _ROUTES[part], {**self.run_filter.params(), "limit": HISTORY_LIMIT}
         if part is Part.COUNTS:
             return _ROUTES[part], {"limit": 0}
-        if part in (Part.STAGES, Part.CHANGES):
+        if part in (Part.STAGES, Part.CHANGES, Part.TOOLS):
             return _ROUTES[part], {"limit": HISTORY_LIMIT}
         return _ROUTES[part], {}
 
@@ -401,9 +477,22 @@ class ConsoleModel:
         elif part is Part.CHANGES:
             entries = [ChangeEntry.commit(Change.from_dict(c)) for c in reversed(data["changes"])]
             for p in data.get("pending") or []:
-                if p.get("status") == "pending":
+                if p.get("status") != "approved":  # an approved one is its commit now
                     entries.append(ChangeEntry.pending(PendingChange.from_dict(p)))
             self.changes = {e.key: e for e in entries}
+        elif part is Part.TOOLS:
+            by_id = {c.id: c for c in (ToolCall.from_dict(c) for c in reversed(data["tool_calls"]))}
+            if since is not None and by_id:  # what events told since the request went out
+                oldest = min(c.started_at for c in by_id.values())
+                for known in self.tool_calls.values():
+                    answered = by_id.get(known.id)
+                    if (answered is None and known.started_at >= oldest) or (
+                        answered is not None and answered.output is None and known.output is not None
+                    ):
+                        by_id[known.id] = known
+            self.tool_calls = dict(sorted(by_id.items(), key=lambda item: item[1].started_at))
+            _trim(self.tool_calls)
+
         elif part is Part.HEARTBEAT:
             if newer_event:
                 return False

@@ -9,6 +9,7 @@ a few dictionary operations and the lines actually on screen.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 
 from rich.segment import Segment
@@ -23,28 +24,79 @@ from textual.strip import Strip
 from .lineview import LineView
 from .model import MAX_ROWS as MAX_ROWS  # the cap the model keeps its rows to
 
-# Column widths by column key (the same key means the same kind of content in every table). Each
-# table fits its pane in a 140-column terminal without a horizontal scrollbar.
+
+@dataclass(frozen=True)
+class Width:
+    """How wide a column wants to be, how narrow it may get, and its share of room to spare."""
+
+    preferred: int
+    minimum: int
+    grow: int = 0
+
+
+# Column widths by column key (the same key means the same kind of content in every table). A table
+# gives each column its preferred width when its view is wide enough, shares what is left among the
+# columns that grow, and, in a narrow view, narrows the columns that can be cut (down to their
+# minimum) before any column goes out of sight.
 WIDTHS = {
-    "time": 8,
-    "stage": 17,
-    "hook": 14,
-    "session": 18,
-    "duration": 8,
-    "status": 6,
-    "hooks": 5,
-    "failed": 10,
-    "recover": 9,
-    "title": 16,
-    "agent": 8,
-    "model": 16,
-    "prompt": 11,
-    "notes": 5,
-    "origin": 12,
-    "change": 26,
-    "files": 14,
-    "review": 12,
+    "time": Width(8, 8),
+    "stage": Width(17, 10),
+    "hook": Width(14, 8),
+    "session": Width(18, 10, grow=1),
+    "duration": Width(8, 6),
+    "status": Width(6, 6),
+    "hooks": Width(5, 5),
+    "failed": Width(10, 6),
+    "recover": Width(9, 9),
+    "title": Width(16, 10, grow=1),
+    "agent": Width(8, 6),
+    "model": Width(16, 8),
+    "prompt": Width(11, 8),
+    "notes": Width(5, 5),
+    "state": Width(5, 5),
+    "tokens": Width(7, 6),
+    "origin": Width(12, 8),
+    "change": Width(26, 12, grow=2),
+    "files": Width(14, 8, grow=1),
+    "review": Width(12, 10),
+    "tool": Width(18, 10, grow=1),
+    "result": Width(9, 7),
+    "commit": Width(10, 7),
 }
+
+
+def fit(widths: list[Width], available: int) -> list[int]:
+    """Column widths for a view `available` cells wide (a blank before each column and at the end)."""
+    shown = [w.preferred for w in widths]
+    spare = available - sum(shown) - len(shown) - 1
+    if spare > 0:
+        growing = sum(w.grow for w in widths)
+        if growing:
+            given = 0
+            for i, w in enumerate(widths):
+                share = spare * w.grow // growing
+                shown[i] += share
+                given += share
+            last = max(i for i, w in enumerate(widths) if w.grow)
+            shown[last] += spare - given  # the remainder of the integer shares
+    elif spare < 0:
+        missing = -spare
+        slack = [w.preferred - w.minimum for w in widths]
+        total = sum(slack)
+        if total:
+            for i in range(len(widths)):
+                cut = min(slack[i], -(-missing * slack[i] // total))  # rounded up: never short
+                shown[i] -= cut
+            # What rounding up took too much goes back to the columns that grow.
+            extra = sum(w.preferred for w in widths) - sum(shown) - min(missing, total)
+            for i, w in enumerate(widths):
+                if extra <= 0:
+                    break
+                if w.grow and shown[i] < w.preferred:
+                    back = min(extra, w.preferred - shown[i])
+                    shown[i] += back
+                    extra -= back
+    return shown
 
 
 class KeyedTable(LineView, can_focus=True):
@@ -104,7 +156,8 @@ class KeyedTable(LineView, can_focus=True):
     def __init__(self, columns: Iterable[tuple[str, str]], *, id: str) -> None:
         super().__init__(id=id)
         self.columns = list(columns)
-        self.widths = [WIDTHS.get(key, 12) for key, _ in self.columns]
+        self.wanted = [WIDTHS.get(key, Width(12, 8)) for key, _ in self.columns]
+        self.widths = [w.preferred for w in self.wanted]
         self.cells: dict[str, list[Any]] = {}  # each row's cells by key
         self._order: list[str] = []  # the keys, oldest first: row i is self._order[i]
         self.cursor_row = 0
@@ -291,6 +344,10 @@ class KeyedTable(LineView, can_focus=True):
         width = self.scrollable_size.width
         if width and width != self._drawn_width:  # (a hidden table has no width)
             self._drawn_width = width
+            widths = fit(self.wanted, width)
+            if widths != self.widths:
+                self.widths = widths
+                self._update_size()
             self._lines.clear()  # drawn to the old width
             self._restyle()
         self._scroll_to_cursor()

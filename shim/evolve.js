@@ -315,6 +315,14 @@ function Shim(input, options, forget) {
     }
   }
 
+  // What the agent said in the message that is calling a tool, up to the call: its text and its
+  // reasoning, kept by the engine as the provenance of a change the call makes.
+  function sayingSoFar(messageID) {
+    const parts = [...(messageParts.get(messageID)?.values() || [])];
+    const texts = (type) => parts.filter((p) => p.type === type && p.text).map((p) => p.text).join("\n");
+    return { text: texts("text"), reasoning: texts("reasoning") };
+  }
+
   function makeTool(spec) {
     const args = {};
     for (const [key, schema] of Object.entries(spec.parameters?.properties || {})) args[key] = schema;
@@ -323,22 +331,59 @@ function Shim(input, options, forget) {
       args,
       async execute(callArgs, ctx) {
         const session = ctx?.sessionID;
+        const body = {
+          args: callArgs || {},
+          session,
+          call_id: ctx?.callID,
+          context: sayingSoFar(ctx?.messageID),
+          permission: "not asked",
+        };
         if (spec.asks) {
           const perm = await call(`/v1/tools/${spec.name}/permission`, { args: callArgs || {} });
           if (perm && perm.ask) {
-            // Denial throws: the tool fails with opencode's message and the hook never runs.
-            await ctx.ask({ permission: perm.ask.permission, patterns: perm.ask.patterns, always: perm.ask.patterns, metadata: {} });
+            try {
+              await ctx.ask({ permission: perm.ask.permission, patterns: perm.ask.patterns, always: perm.ask.patterns, metadata: {} });
+              body.permission = "allowed by opencode";
+            } catch (err) {
+              // Denied: the tool fails with opencode's message and the hook never runs; the engine
+              // records the refused call.
+              await call(`/v1/tools/${spec.name}/call`, { ...body, permission: "denied by opencode", refused: String(err?.message || err) });
+              throw err;
+            }
           }
         }
-        const result = await call(
-          `/v1/tools/${spec.name}/call`,
-          { args: callArgs || {}, session, call_id: ctx?.callID, history: takeHistory(session) },
-          { timeoutMs: 30 * 60 * 1000 },
-        );
+        body.history = takeHistory(session);
+        const result = await call(`/v1/tools/${spec.name}/call`, body, { timeoutMs: 30 * 60 * 1000 });
         if (!result) return `tool error: the evolve engine for ${workspace} is not reachable; see ${join(stateDir, "shim.log")}`;
         return typeof result.output === "string" ? result.output : JSON.stringify(result.output);
       },
     };
+  }
+
+  // The tools opencode offers the model (its own and evolve's), sent to the engine when they change,
+  // so that the console can show what the model was offered.
+  const offered = new Map();
+  let offeredSent = "";
+  let offeredTimer = null;
+  function noteOffered(toolID, output) {
+    let parameters = output?.jsonSchema;
+    if (!parameters) {
+      try {
+        parameters = output?.parameters?.toJSONSchema?.() ?? undefined;
+      } catch {}
+    }
+    offered.set(toolID, { name: toolID, description: output?.description || "", parameters: parameters ?? null });
+    if (!offeredTimer) {
+      offeredTimer = setTimeout(() => {
+        offeredTimer = null;
+        const tools = [...offered.values()];
+        const text = JSON.stringify(tools);
+        if (text !== offeredSent && connectionId) {
+          offeredSent = text;
+          fire("/v1/opencode/tools-offered", { tools });
+        }
+      }, 0);
+    }
   }
 
   const hooks = {
@@ -367,7 +412,10 @@ function Shim(input, options, forget) {
       const parts = Array.isArray(o?.parts) ? o.parts : [];
       // Notifications and heartbeat prompts are sent as synthetic text: they say nothing of the chat.
       const synthetic = parts.length > 0 && parts.every((p) => p?.synthetic === true);
-      fire("/v1/opencode/chat-message", { session: i?.sessionID || msg.sessionID, agent: i?.agent || msg.agent, model: i?.model || msg.model, synthetic });
+      const session = i?.sessionID || msg.sessionID;
+      const resp = await call("/v1/opencode/chat-message", { session, agent: i?.agent || msg.agent, model: i?.model || msg.model, synthetic }, { timeoutMs: 5000 });
+      // The operator refreshed the session's prompt (after a revert): compose it anew next time.
+      if (resp && resp.frozen === false) frozenSystems.delete(session);
     },
 
     "experimental.chat.messages.transform": async (_i, o) => {
@@ -417,9 +465,11 @@ function Shim(input, options, forget) {
 
     "tool.definition": async (i, o) => {
       const spec = toolSpecs.get(i?.toolID);
-      if (!spec) return;
-      o.jsonSchema = spec.parameters;
-      if (spec.description) o.description = spec.description;
+      if (spec) {
+        o.jsonSchema = spec.parameters;
+        if (spec.description) o.description = spec.description;
+      }
+      if (i?.toolID) noteOffered(i.toolID, o);
     },
 
     dispose: async () => {

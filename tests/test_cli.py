@@ -208,7 +208,7 @@ def test_init_creates_the_example_workspace_and_never_overwrites(env: dict[str, 
         [str(ws / "tests" / "notes_test.py")], cwd=ws, env=env, capture_output=True, text=True, timeout=60
     )
     assert own_test.returncode == 0, own_test.stdout + own_test.stderr
-    assert "all checks passed" in own_test.stdout
+    assert "4 checks, 4 passed" in own_test.stdout
 
     # Again, after a hand edit: nothing is overwritten, everything is listed as kept.
     chat = ws / "prompts" / "chat.md"

@@ -12,15 +12,14 @@ from starlette.types import ASGIApp
 
 from ..runtime import Engine
 from .events_route import add_events_route
-from .http import BodyLimit, Router, TokenAuth
+from .http import Router, TokenAuth
 from .operator_routes import add_operator_routes
 from .shim_routes import add_shim_routes
 
 
 def build_app(engine: Engine, token: str) -> ASGIApp:
-    router = Router()
+    router = Router(lambda: engine.config.max_request_bytes)
     add_operator_routes(router, engine)
     add_shim_routes(router, engine)
     add_events_route(router, engine)
-    app = BodyLimit(Starlette(routes=router.routes), lambda: engine.config.max_request_bytes)
-    return TokenAuth(app, token)
+    return TokenAuth(Starlette(routes=router.routes), token)

@@ -13,22 +13,24 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse as StarletteJSONResponse
 from starlette.responses import Response
 from starlette.routing import Route
-from starlette.types import ASGIApp, Message, Receive, Scope, Send
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from .. import __version__, strictjson
 from ..protocol.api import API_VERSION, API_VERSION_HEADER
 
 log = logging.getLogger("evolve.api")
 Handler = Callable[[Request], Awaitable[Response]]
+_BODY_LIMIT = "evolve.body_limit"  # in a request's scope: the router's body limit, in bytes
 
 
 class ApiError(Exception):
     """An answer other than 200: `status` and a message that says what is wrong and what to do."""
 
-    def __init__(self, status: int, message: str) -> None:
+    def __init__(self, status: int, message: str, details: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
+        self.details = details or {}  # more fields of the answer, for programs
 
 
 class JSONResponse(StarletteJSONResponse):
@@ -39,51 +41,12 @@ class JSONResponse(StarletteJSONResponse):
         return strictjson.dumps(content).encode("utf-8")
 
 
-class BodyTooLarge(Exception):
-    """A request body over the limit (raised while it is read)."""
-
-    def __init__(self, limit: int) -> None:
-        super().__init__(f"over {limit} bytes")
-        self.limit = limit
-
-
 def too_large(limit: int, size: int | None = None) -> str:
     got = f"is {size} bytes" if size is not None else "is larger"
     return (
         f"request body {got}; this engine takes at most {limit} bytes "
         "(max_request_bytes in config/evolve.jsonc, or EVOLVE_MAX_REQUEST_BYTES)"
     )
-
-
-class BodyLimit:
-    """413 for a request whose body is larger than `limit()` bytes: at once when its
-    Content-Length says so, else as soon as that many bytes have arrived (nothing more is read)."""
-
-    def __init__(self, app: ASGIApp, limit: Callable[[], int]) -> None:
-        self.app = app
-        self.limit = limit
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http":
-            await self.app(scope, receive, send)
-            return
-        limit = self.limit()
-        declared = dict(scope.get("headers") or []).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > limit:
-            await JSONResponse({"error": too_large(limit, int(declared))}, 413)(scope, receive, send)
-            return
-        seen = 0
-
-        async def counted() -> Message:
-            nonlocal seen
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > limit:
-                    raise BodyTooLarge(limit)
-            return message
-
-        await self.app(scope, counted, send)
 
 
 class TokenAuth:
@@ -124,18 +87,20 @@ class TokenAuth:
 class Router:
     """Collects routes; a handler's ApiError becomes its status and message, any other exception a 500."""
 
-    def __init__(self) -> None:
+    def __init__(self, body_limit: Callable[[], int] | None = None) -> None:
+        """`body_limit()`: the largest request body `body()` reads, in bytes (none when None)."""
         self.routes: list[Route] = []
+        self._body_limit = body_limit
 
     def add(self, path: str, *methods: str) -> Callable[[Handler], Handler]:
         def deco(fn: Handler) -> Handler:
             async def endpoint(request: Request) -> Response:
+                if self._body_limit is not None:
+                    request.scope[_BODY_LIMIT] = self._body_limit()
                 try:
                     return await fn(request)
                 except ApiError as exc:
-                    return JSONResponse({"error": exc.message}, exc.status)
-                except BodyTooLarge as exc:
-                    return JSONResponse({"error": too_large(exc.limit)}, 413)
+                    return JSONResponse({**exc.details, "error": exc.message}, exc.status)
                 except Exception as exc:  # an API call must answer, never kill the server
                     log.exception("%s %s failed", request.method, path)
                     return JSONResponse({"error": f"internal error: {type(exc).__name__}: {exc}"}, 500)
@@ -146,9 +111,28 @@ class Router:
         return deco
 
 
+async def read_body(request: Request) -> bytes:
+    """The request body, refused with a 413 as soon as it is larger than the router's limit: at once
+    when its Content-Length says so, else once that many bytes have come (nothing more is read)."""
+    limit = request.scope.get(_BODY_LIMIT)
+    if limit is None:
+        return await request.body()
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, too_large(limit, int(declared)))
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, too_large(limit))
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def body(request: Request) -> dict[str, Any]:
     """The request's JSON object (strictjson: no NaN, no Infinity, at most MAX_DEPTH levels)."""
-    raw = await request.body()
+    raw = await read_body(request)
     if not raw:
         return {}
     try:

@@ -29,7 +29,7 @@ async def changing(action: Callable[[], Awaitable[_T]]) -> _T:
     try:
         return await action()
     except ChangeError as exc:
-        raise ApiError(409, str(exc)) from exc
+        raise ApiError(409, str(exc), exc.details) from exc
 
 
 def text_field(data: dict[str, Any], key: str, limit: int) -> str | None:
@@ -150,7 +150,9 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
         found = engine.sessions.find(request.path_params["id"])
         if found is None:
             raise ApiError(404, f"the engine knows no session {request.path_params['id']}")
-        return JSONResponse(found.info(with_history=True).to_dict())
+        info = found.info(with_history=True)
+        info.tools = engine.connections.tools_offered(found.connection)
+        return JSONResponse(info.to_dict())
 
     # ---- the heartbeat ----------------------------------------------------------------------
 
@@ -187,6 +189,17 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
         pending = [p.summary().to_dict() for p in engine.changes.pending(include_decided=True)]
         return JSONResponse({"changes": [c.to_dict() for c in history], "pending": pending})
 
+    @router.add("/v1/changes/{rev}", "GET")
+    async def change(request: Request) -> Response:
+        found = await changing(lambda: asyncio.to_thread(engine.changes.change, request.path_params["rev"]))
+        return JSONResponse(found.to_dict())
+
+    @router.add("/v1/changes/{rev}/impact", "GET")
+    async def change_impact(request: Request) -> Response:
+        return JSONResponse(
+            await changing(lambda: asyncio.to_thread(engine.changes.impact, request.path_params["rev"]))
+        )
+
     @router.add("/v1/changes/{rev}/diff", "GET")
     async def change_diff(request: Request) -> Response:
         return JSONResponse(
@@ -200,8 +213,16 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
 
     @router.add("/v1/changes/{rev}/revert", "POST")
     async def change_revert(request: Request) -> Response:
-        who = operator(await body(request))
-        return JSONResponse(await changing(lambda: engine.changes.revert(request.path_params["rev"], who)))
+        data = await body(request)
+        who = operator(data)
+        refresh = data.get("refresh") or []
+        if not isinstance(refresh, list) or not all(isinstance(s, str) for s in refresh):
+            raise ApiError(400, "'refresh' must be a list of session ids")
+        together = data.get("together", False)
+        if not isinstance(together, bool):
+            raise ApiError(400, "'together' must be true or false")
+        rev = request.path_params["rev"]
+        return JSONResponse(await changing(lambda: engine.changes.revert(rev, who, refresh, together)))
 
     @router.add("/v1/pending/{id}", "GET")
     async def pending_get(request: Request) -> Response:

@@ -37,7 +37,7 @@ def _number(value: Any, where: str) -> None:
         raise ApiError(400, f"{where!r} must be a number")
 
 
-def history(data: dict[str, Any]) -> list[dict[str, Any]] | None:
+def history_of(data: dict[str, Any]) -> list[dict[str, Any]] | None:
     """`history`: opencode's messages, each `{info: {...}, parts: [{...}, ...]}`; None when absent."""
     found = _list(data.get("history"), "history")
     if found is None:
@@ -47,11 +47,11 @@ def history(data: dict[str, Any]) -> list[dict[str, Any]] | None:
         if not isinstance(message, dict):
             raise ApiError(400, f"{where!r} must be an object (a message: info and parts)")
         _obj(message.get("info"), f"{where}.info")
-        parts(message.get("parts"), f"{where}.parts")
+        parts_of(message.get("parts"), f"{where}.parts")
     return found
 
 
-def parts(value: Any, where: str = "parts") -> list[dict[str, Any]]:
+def parts_of(value: Any, where: str = "parts") -> list[dict[str, Any]]:
     """A message's parts: objects whose `type` and `text`, when present, are strings."""
     found = _list(value, where) or []
     for i, part in enumerate(found):
@@ -62,7 +62,7 @@ def parts(value: Any, where: str = "parts") -> list[dict[str, Any]]:
     return found
 
 
-def message(value: Any) -> dict[str, Any]:
+def message_of(value: Any) -> dict[str, Any]:
     """A finished assistant message: `id`, `agent` strings, `tokens` `{input, output}` numbers."""
     found = _obj(value, "message") or {}
     _str(found.get("id"), "message.id")
@@ -73,7 +73,7 @@ def message(value: Any) -> dict[str, Any]:
     return found
 
 
-def model(value: Any, where: str = "model") -> dict[str, str] | None:
+def model_of(value: Any, where: str = "model") -> dict[str, str] | None:
     """`{providerID, modelID}` (strings); None when absent."""
     found = _obj(value, where)
     if found is not None:
@@ -82,7 +82,7 @@ def model(value: Any, where: str = "model") -> dict[str, str] | None:
     return found
 
 
-def event(data: dict[str, Any]) -> dict[str, Any]:
+def event_of(data: dict[str, Any]) -> dict[str, Any]:
     """An opencode event: `type`, and the `properties` the engine reads (`info` with `id` and
     `title`, `sessionID`, `status.type`)."""
     _str(data.get("type"), "type")
@@ -96,7 +96,7 @@ def event(data: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def system(data: dict[str, Any]) -> list[str]:
+def system_of(data: dict[str, Any]) -> list[str]:
     found = _list(data.get("system"), "system") or []
     if not all(isinstance(s, str) for s in found):
         raise ApiError(400, "'system' must be an array of strings")

@@ -9,8 +9,8 @@ from starlette.responses import Response
 
 from ..protocol.opencode import OWN_CALL_PREFIXES
 from ..runtime import Engine
-from . import shapes
 from .http import ApiError, JSONResponse, Router, body, opt_obj, opt_str
+from .shapes import connection, event_of, history_of, message_of, model_of, parts_of, system_of
 
 CONNECTION_HEADER = "x-evolve-connection"  # the shim's connection id, on every call after connecting
 
@@ -39,20 +39,26 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
         data = await body(request)
         args = opt_obj(data, "args")
         session = from_session(request, data)
-        bridge.take_history(session, shapes.history(data))
+        bridge.take_history(session, history_of(data))
+        context = data.get("context")
+        if context is not None and not isinstance(context, dict):
+            raise ApiError(400, "'context' must be an object: {text, reasoning}")
         result = await engine.tools.call(
             request.path_params["name"],
             args,
             session=session,
             call_id=opt_str(data, "call_id"),
             origin=opt_str(data, "origin") or "tool",
+            context=bridge.turn_context(session, context),
+            permission=opt_str(data, "permission"),
+            refused=opt_str(data, "refused"),
         )
         return JSONResponse(result.to_dict())
 
     @router.add("/v1/opencode/connect", "POST")
     async def connect(request: Request) -> Response:
         data = await body(request)
-        url, directory, token = shapes.connection(data)
+        url, directory, token = connection(data)
         conn = engine.connections.connect(
             url,
             directory,
@@ -79,24 +85,28 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
     async def system(request: Request) -> Response:
         data = await body(request)
         session = from_session(request, data)
-        current = shapes.system(data)
-        bridge.take_history(session, shapes.history(data))
+        current = system_of(data)
+        bridge.take_history(session, history_of(data))
         result, reason, cacheable = await bridge.system(session, current)
         return JSONResponse({"system": result, "reason": reason, "cacheable": cacheable})
 
     @router.add("/v1/opencode/chat-message", "POST")
     async def chat_message(request: Request) -> Response:
         data = await body(request)
-        model = shapes.model(data.get("model"))
+        model = model_of(data.get("model"))
         synthetic = data.get("synthetic") is True
-        bridge.chat_message(from_session(request, data), opt_str(data, "agent"), model, synthetic)
-        return JSONResponse({"ok": True})
+        session = from_session(request, data)
+        bridge.chat_message(session, opt_str(data, "agent"), model, synthetic)
+        # Whether the session still has a frozen prompt: when the operator refreshed it, the shim
+        # drops the copy it keeps, and the next request composes the prompt anew.
+        frozen = bool(session and engine.sessions.frozen(session) is not None)
+        return JSONResponse({"ok": True, "frozen": frozen})
 
     @router.add("/v1/opencode/tool-before", "POST")
     async def tool_before(request: Request) -> Response:
         data = await body(request)
         session = from_session(request, data)
-        bridge.take_history(session, shapes.history(data))
+        bridge.take_history(session, history_of(data))
         bridge.tool_before(session, str(data.get("tool")), opt_str(data, "call_id"), data.get("args"))
         return JSONResponse({"ok": True}, 202)
 
@@ -116,7 +126,7 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
     async def compacting(request: Request) -> Response:
         data = await body(request)
         session = from_session(request, data)
-        bridge.take_history(session, shapes.history(data))
+        bridge.take_history(session, history_of(data))
         return JSONResponse({"prompt": await bridge.compacting(session)})
 
     @router.add("/v1/opencode/assistant", "POST")
@@ -125,12 +135,23 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
         session = from_session(request, data)
         if not session:
             raise ApiError(400, "'session' is required")
-        message = shapes.message(data.get("message"))
-        parts = shapes.parts(data.get("parts"))
-        bridge.take_history(session, shapes.history(data))
+        message = message_of(data.get("message"))
+        parts = parts_of(data.get("parts"))
+        bridge.take_history(session, history_of(data))
         return JSONResponse({"continue": await bridge.assistant_finished(session, message, parts)})
+
+    @router.add("/v1/opencode/tools-offered", "POST")
+    async def tools_offered(request: Request) -> Response:
+        data = await body(request)
+        offered = data.get("tools")
+        if not isinstance(offered, list) or not all(isinstance(t, dict) for t in offered):
+            raise ApiError(400, "'tools' must be a list of {name, description, parameters}")
+        connection = request.headers.get(CONNECTION_HEADER)
+        if connection:
+            engine.connections.offered(connection, offered)
+        return JSONResponse({"ok": True})
 
     @router.add("/v1/opencode/event", "POST")
     async def event(request: Request) -> Response:
-        bridge.event(shapes.event(await body(request)), request.headers.get(CONNECTION_HEADER))
+        bridge.event(event_of(await body(request)), request.headers.get(CONNECTION_HEADER))
         return JSONResponse({"ok": True}, 202)

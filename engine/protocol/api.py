@@ -28,6 +28,7 @@ SHIM_ROUTES: Final = (
     "/v1/opencode/compacting",
     "/v1/opencode/assistant",
     "/v1/opencode/event",
+    "/v1/opencode/tools-offered",
 )
 """Every route the shim calls; the engine serves each of them."""
 

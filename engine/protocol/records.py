@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, replace
 from typing import Any, TypeVar
 
 JSONDict = dict[str, Any]
@@ -88,6 +88,44 @@ class StageResult(Record):
 
 
 @dataclass
+class Evidence(Record):
+    """What was checked before a hook change was installed: the hook's test, run against it."""
+
+    test: str  # the test script, relative to tests/
+    command: str  # what was run
+    ok: bool
+    exit_code: int | None
+    duration_ms: float
+    output_tail: str  # the last lines of its output
+    passed: int | None = None  # counts, when the test printed them in a common form
+    failed: int | None = None
+    total: int | None = None
+
+
+@dataclass
+class Provenance(Record):
+    """Why and how a change was made, recorded when it was made: the session and what the agent said
+    in that turn up to the tool call, the call itself, and the validation behind it."""
+
+    tool: str | None
+    args: JSONDict
+    session: str | None = None
+    session_title: str | None = None
+    call_id: str | None = None
+    agent_text: str = ""  # the assistant's text in that turn, up to the call
+    reasoning: str = ""  # its reasoning, where the provider sends it
+    validation: Evidence | None = None
+    at: float = 0.0
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> Provenance:
+        known = _known(cls, data)
+        evidence = known.get("validation")
+        known["validation"] = Evidence.from_dict(evidence) if isinstance(evidence, dict) else None
+        return cls(**known)
+
+
+@dataclass
 class ToolCall(Record):
     """One call of a tool (builtin or hook tool), as the agent or an operator made it."""
 
@@ -101,6 +139,17 @@ class ToolCall(Record):
     error: str | None = None  # set when the call was refused or failed; the first line of the output
     commit: str | None = None  # sha of the commit the call produced, if any
     duration_ms: float = 0.0
+    pending: str | None = None  # the pending change it produced, under the review gate
+    permission: str | None = None  # how the call was permitted: not asked, allowed or denied, and by whom
+    context: JSONDict | None = None  # what the agent said in the turn before the call: {text, reasoning}
+    validation: Evidence | None = None  # the test run behind a hook change
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> ToolCall:
+        known = _known(cls, data)
+        evidence = known.get("validation")
+        known["validation"] = Evidence.from_dict(evidence) if isinstance(evidence, dict) else None
+        return cls(**known)
 
 
 @dataclass
@@ -124,6 +173,19 @@ class Change(Record):
     files: list[str]
     origin: str  # agent, operator, heartbeat, hook, external, initial, or manual
     review: str | None = None  # the review note, when the change was approved
+    # unreviewed (an agent's or a hook's change to hooks, prompts or config, not yet looked at),
+    # approved, reverted, or none (needs no review: initial, external, operator, data only)
+    state: str = "none"
+    reverted_by: str | None = None  # the commit that undid it
+    reverts: str | None = None  # the commit it undoes
+    provenance: Provenance | None = None
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> Change:
+        known = _known(cls, data)
+        found = known.get("provenance")
+        known["provenance"] = Provenance.from_dict(found) if isinstance(found, dict) else None
+        return cls(**known)
 
 
 @dataclass
@@ -144,10 +206,18 @@ class PendingChange(Record):
     decided_at: float | None = None
     commit: str | None = None
     note: str | None = None
+    provenance: Provenance | None = None
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> PendingChange:
+        known = _known(cls, data)
+        found = known.get("provenance")
+        known["provenance"] = Provenance.from_dict(found) if isinstance(found, dict) else None
+        return cls(**known)
 
     def summary(self) -> PendingChange:
         """The same change without its content (for listings and events)."""
-        return PendingChange(**{**asdict(self), "content": None})
+        return replace(self, content=None)
 
 
 @dataclass
@@ -281,6 +351,7 @@ class SessionInfo(Record):
     updated_at: float | None = None
     history_length: int = 0
     history: list[Any] | None = None  # only in the answer about one session
+    tools: list[JSONDict] | None = None  # the tools offered to the model: {name, description, parameters}
 
     @classmethod
     def from_dict(cls, data: JSONDict) -> SessionInfo:

@@ -219,13 +219,14 @@ def test_cleanup_by_tokens(project: Project) -> None:
         pause(project)
 
     done = ticks(project)
-    assert done[0]["outcome"] == "ok" and done[0]["tokens"] == 0, done[0]  # a fresh session
+    # A fresh session: its total after the tick's one reply (the gauge shows what the next tick compares).
+    assert done[0]["outcome"] == "ok" and done[0]["tokens"] == 14, done[0]
     assert done[1]["outcome"] == "ok", done[1]
     cleanup = done[1]["cleanup"]
     assert cleanup is not None, done[1]
     assert (cleanup["mode"], cleanup["due_to"], cleanup["ok"]) == ("new", "tokens", True), cleanup
     assert cleanup["tokens"] >= 14 and cleanup["threshold"] == 10
-    assert done[1]["tokens"] == cleanup["tokens"]
+    assert done[1]["tokens"] == 14  # the new session's, after its first reply
     assert cleanup["from_session"] == done[0]["session"] != cleanup["to_session"]
     assert prompted_sessions(project)[:2] == [cleanup["from_session"], cleanup["to_session"]]
 

@@ -256,6 +256,8 @@ def main() -> int:
         print(f"FAIL setup: {hook} does not exist", file=sys.stderr)
         return 1
     ws = Path(tempfile.mkdtemp(prefix="notes-test-"))
+    checks: list[Any] = []
+    failed_checks = 0
     try:
         (ws / "hooks").mkdir()
         shutil.copy(hook, ws / "hooks" / "notes.py")
@@ -263,19 +265,27 @@ def main() -> int:
         if (real_ws / "prompts").is_dir():
             shutil.copytree(real_ws / "prompts", ws / "prompts")
         prompts = read_prompts(ws)
-        check_discover(ws)
-        check_mutate_request(ws, prompts)
-        check_tools(ws, real_ws, prompts)
-        check_other_stages(ws, prompts)
+        checks = [
+            lambda: check_discover(ws),
+            lambda: check_mutate_request(ws, prompts),
+            lambda: check_tools(ws, real_ws, prompts),
+            lambda: check_other_stages(ws, prompts),
+        ]
+        for check in checks:
+            before = len(failures)
+            check()
+            failed_checks += len(failures) > before
     except Fatal as exc:
         failures.append(f"FAIL {exc}")
+        failed_checks += 1
     finally:
         shutil.rmtree(ws, ignore_errors=True)
+    # One summary line in the form test runners use, so evolve can show the counts to the operator.
     if failures:
         print("\n".join(dict.fromkeys(failures)), file=sys.stderr)
-        print(f"notes_test: {len(failures)} check(s) failed", file=sys.stderr)
+        print(f"notes_test: {len(checks)} checks, {failed_checks} failed", file=sys.stderr)
         return 1
-    print("notes_test: all checks passed")
+    print(f"notes_test: {len(checks)} checks, {len(checks)} passed")
     return 0
 
 
