@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -48,11 +48,20 @@ class Screened:
 
 
 class Gate:
-    def __init__(self, git: GitStore, review: Callable[[], str], hold: Hold, warn: Warn) -> None:
+    def __init__(
+        self,
+        git: GitStore,
+        review: Callable[[], str],
+        hold: Hold,
+        warn: Warn,
+        restored: Callable[[list[str]], Awaitable[object]] | None = None,
+    ) -> None:
+        """`restored(files)` is told of the files the gate put back (hooks to re-discover)."""
         self._git = git
         self._review = review
         self._hold = hold
         self._warn = warn
+        self._restored = restored
 
     def on(self) -> bool:
         return self._review() == "gate"
@@ -76,6 +85,8 @@ class Gate:
             held = await self._take_back(rel, during, ctx)
             if held is not None:
                 out.held.append(held)
+        if self._restored is not None:
+            await self._restored(steering)
         return out
 
     async def _take_back(self, rel: str, during: str, ctx: CallContext) -> PendingChange | None:

@@ -450,6 +450,9 @@ def _connect(path: Path) -> sqlite3.Connection:
         check_same_thread=False,  # each connection is used by one thread at a time
     )
     conn.execute(f"PRAGMA busy_timeout = {BUSY_TIMEOUT_MS}")
+    # Takes effect on a new database only, and only before it is in WAL mode (an older journal is
+    # rebuilt once by _migrate): lets the file shrink after trims.
+    conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
     conn.execute("PRAGMA journal_mode = WAL")
     conn.execute("PRAGMA synchronous = NORMAL")
     conn.execute(f"PRAGMA journal_size_limit = {WAL_SIZE_LIMIT}")
@@ -457,9 +460,6 @@ def _connect(path: Path) -> sqlite3.Connection:
 
 
 def _migrate(conn: sqlite3.Connection) -> None:
-    new = conn.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0] == 0
-    if new:  # only possible before the first table: lets the file shrink after trims
-        conn.execute("PRAGMA auto_vacuum = INCREMENTAL")
     conn.execute("BEGIN IMMEDIATE")
     try:
         version = int(conn.execute("PRAGMA user_version").fetchone()[0])
@@ -742,6 +742,11 @@ class Journal:
                 rows[table].append(_ROW_BUILDERS[table](self._blobs.split(table, data, blobs)))
             except Exception as exc:  # drop only the bad row
                 self._note_error(f"cannot encode {table} record {data.get('id')!r}: {exc!r}")
+        # Make room first when this batch would take the database past the limit.
+        incoming = sum(len(row[-1]) for table_rows in rows.values() for row in table_rows)
+        incoming += sum(len(blob.text or "") for blob in blobs.values())
+        if self._file_bytes() + incoming > TRIM_AT * self.max_bytes:
+            self._trim(room=incoming)
         conn = self._writer
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -803,13 +808,14 @@ class Journal:
 
     # --- retention ---
 
-    def _trim(self) -> None:
+    def _trim(self, room: int = 0) -> None:
         """Keep each bounded table to the newest `max_runs` rows and the database under
-        `max_bytes`; drop the blobs no row uses any more."""
+        `max_bytes` (with `room` bytes to spare, for a batch about to be written); drop the blobs
+        no row uses any more."""
         try:
             trimmed = self._trim_rows()
-            if self._file_bytes() > TRIM_AT * self.max_bytes:
-                self._trim_bytes()
+            if self._file_bytes() + room > TRIM_AT * self.max_bytes:
+                self._trim_bytes(room)
                 trimmed = True
             if trimmed:
                 self._collect_blobs()
@@ -848,11 +854,11 @@ class Journal:
             self._approx[table] = count
         return trimmed
 
-    def _trim_bytes(self) -> None:
+    def _trim_bytes(self, room: int = 0) -> None:
         """The oldest rows of all bounded tables, in proportion to how far over the database is,
-        until it is at TRIM_TO of max_bytes (or nothing is left to take)."""
+        until it is at TRIM_TO of max_bytes less `room` (or nothing is left to take)."""
         conn = self._writer
-        target = TRIM_TO * self.max_bytes
+        target = max(TRIM_TO * self.max_bytes - room, 0)
         union = " UNION ALL ".join(f"SELECT started_at, id FROM {table}" for table in _INSERTS)
         for _ in range(16):
             used = self._used_bytes()
@@ -863,7 +869,7 @@ class Journal:
             if total == 0:
                 conn.execute("COMMIT")
                 return
-            take = max(1, min(total, int(total * (used - target) / used) + 1))
+            take = max(1, min(total, int(total * (used - target) / max(used, 1)) + 1))
             at, last_id = conn.execute(
                 f"SELECT started_at, id FROM ({union}) ORDER BY started_at, id LIMIT 1 OFFSET ?", (take - 1,)
             ).fetchone()
@@ -901,8 +907,8 @@ class Journal:
         """Give the pages freed by a trim back to the file system, and keep the WAL small."""
         conn = self._writer
         if self._pragma("freelist_count") * self._page_size >= (1 - TRIM_TO) * self.max_bytes / 4:
-            conn.execute("PRAGMA incremental_vacuum")
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            # executescript steps the pragma to the end (execute() would free a single page).
+            conn.executescript("PRAGMA incremental_vacuum; PRAGMA wal_checkpoint(TRUNCATE);")
 
     def _rollback(self) -> None:
         if self._writer.in_transaction:

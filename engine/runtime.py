@@ -77,7 +77,13 @@ class Engine:
             bus,
             self.activity,
             self.warn,
-            gate=Gate(git, lambda: self.config.review, lambda *a: self.changes.hold(*a), self.warn),
+            gate=Gate(
+                git,
+                lambda: self.config.review,
+                lambda *a: self.changes.hold(*a),
+                self.warn,
+                self.files_changed,
+            ),
             head=HeadMemory(
                 lambda: self.state.read().get("git_head"), lambda sha: self.state.update({"git_head": sha})
             ),

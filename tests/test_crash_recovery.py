@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import sqlite3
+import subprocess
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,7 +22,7 @@ import httpx
 import pytest
 
 from tests.support.engine_process import EngineProcess
-from tests.support.environment import REPO, isolated_env, run_git
+from tests.support.environment import EVOLVE, REPO, isolated_env, run_git
 from tests.support.processes import pid_alive
 from tests.support.waiting import wait_for
 
@@ -155,5 +157,36 @@ def test_acknowledged_runs_survive_a_kill_but_the_last_queued_few(tmp_path: Path
     try:
         kept = engine.get("/v1/status")["journal"]["runs"]
         assert acknowledged - kept <= MAX_PENDING_ROWS, (acknowledged, kept)
+    finally:
+        engine.stop()
+
+
+def test_a_second_engine_refuses_to_start_even_once_engine_lock_is_deleted(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = isolated_env(tmp_path / "home", PYTHONPATH=str(REPO))
+    engine = EngineProcess(ws, env, tmp_path / "engine.log").start()
+    try:
+        (ws / "state" / "engine.lock").unlink()  # someone tidying up state/
+        second = subprocess.run(
+            [*EVOLVE, "serve", "--workspace", str(ws)], env=env, capture_output=True, text=True, timeout=60
+        )
+        assert second.returncode != 0
+        assert "an engine already runs for" in second.stderr
+        assert engine.request("GET", "/v1/health").status_code == 200
+    finally:
+        engine.stop()
+
+
+def test_an_engine_whose_workspace_is_deleted_notices_and_stops(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = isolated_env(tmp_path / "home", PYTHONPATH=str(REPO))
+    log = tmp_path / "engine.log"
+    engine = EngineProcess(ws, env, log).start()
+    try:
+        shutil.rmtree(ws)
+        engine.wait_exit(30)  # it stops by itself, rather than journaling into a deleted file
+        assert f"the workspace {ws} was deleted or replaced" in log.read_text()
     finally:
         engine.stop()

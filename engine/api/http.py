@@ -26,11 +26,18 @@ _BODY_LIMIT = "evolve.body_limit"  # in a request's scope: the router's body lim
 class ApiError(Exception):
     """An answer other than 200: `status` and a message that says what is wrong and what to do."""
 
-    def __init__(self, status: int, message: str, details: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        details: dict[str, Any] | None = None,
+        retry_after: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.details = details or {}  # more fields of the answer, for programs
+        self.retry_after = retry_after  # seconds, for a 503
 
 
 class JSONResponse(StarletteJSONResponse):
@@ -100,7 +107,8 @@ class Router:
                 try:
                     return await fn(request)
                 except ApiError as exc:
-                    return JSONResponse({**exc.details, "error": exc.message}, exc.status)
+                    headers = {"retry-after": str(exc.retry_after)} if exc.retry_after is not None else None
+                    return JSONResponse({**exc.details, "error": exc.message}, exc.status, headers)
                 except Exception as exc:  # an API call must answer, never kill the server
                     log.exception("%s %s failed", request.method, path)
                     return JSONResponse({"error": f"internal error: {type(exc).__name__}: {exc}"}, 500)

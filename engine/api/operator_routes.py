@@ -32,6 +32,22 @@ async def changing(action: Callable[[], Awaitable[_T]]) -> _T:
         raise ApiError(409, str(exc), exc.details) from exc
 
 
+FLUSH_TIMEOUT_S = 10.0
+
+
+async def flushed(journal: Journal) -> None:
+    """Wait until what the journal was given is on disk; a 503 (retry) when its writer is stuck."""
+    try:
+        await asyncio.to_thread(journal.flush, FLUSH_TIMEOUT_S)
+    except TimeoutError:
+        raise ApiError(
+            503,
+            f"the journal's writer is behind ({journal.pending} record(s) not yet on disk after "
+            f"{FLUSH_TIMEOUT_S:.0f} s); retry shortly",
+            retry_after=1,
+        ) from None
+
+
 def text_field(data: dict[str, Any], key: str, limit: int) -> str | None:
     """A string that goes into git (a commit, a note) or a held change: at most `limit` characters,
     of text that encodes (no lone surrogates)."""
@@ -87,7 +103,7 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
         result = await engine.stages.dispatch(name, context, session=opt_str(data, "session"))
         out: dict[str, Any] = result.to_dict()
         if data.get("with_runs") and engine.journal is not None:
-            await asyncio.to_thread(engine.journal.flush)
+            await flushed(engine.journal)
             by_id = {r.id: r for r in engine.journal.runs(dispatch_id=result.id, limit=10_000)}
             out["run_records"] = [by_id[i].to_dict() for i in result.runs if i in by_id]
         return JSONResponse(out)
@@ -99,7 +115,7 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
         found = journal()
         # Runs already announced on the event stream must be in the answer: a client that reads
         # /v1/health's seq, then this, then subscribes since that seq misses none of them.
-        await asyncio.to_thread(found.flush)
+        await flushed(found)
         failed = request.query_params.get("failed")
         items = found.runs(
             stage=request.query_params.get("stage"),
@@ -122,7 +138,7 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
     @router.add("/v1/dispatches", "GET")
     async def dispatches(request: Request) -> Response:
         found = journal()
-        await asyncio.to_thread(found.flush)  # as for /v1/runs
+        await flushed(found)  # as for /v1/runs
         items = found.dispatches(
             stage=request.query_params.get("stage"),
             session=request.query_params.get("session"),
