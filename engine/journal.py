@@ -52,7 +52,7 @@ log = logging.getLogger("evolve.journal")
 
 SCHEMA_VERSION: Final = 3
 BATCH_MAX_ROWS: Final = 500
-BATCH_INTERVAL_S: Final = 0.05
+BATCH_INTERVAL_S: Final = 0.02
 BUSY_TIMEOUT_MS: Final = 5000
 WAL_SIZE_LIMIT: Final = 16 * 1024 * 1024
 MAX_PENDING_ROWS: Final = 1000
