@@ -14,6 +14,10 @@ Run kinds, each repetition runs all of them, in an order that rotates every repe
 * **simple**: one text answer; with and without the plugin.
 * **hook**: `--hook-calls` (5) `notes_list` calls (a hook tool of the example workspace), one per
   step, then a text answer; with the plugin only, for information.
+* **tools** again in a third project, **guarded**: the plugin with the example workspace plus
+  `hooks/guard.py`, an hcp hook that handles `before_tool` (GUARD_HOOK below, it allows every call), so
+  that the shim awaits one dispatch per tool call: what a tool call costs with a hook that handles
+  before_tool, next to the example workspace's, whose hook does not.
 
 Both projects also load a timing probe: two tiny plugins written by this script, one listed before
 evolve's entry and one after it (PROBE_JS below). They time each evolve hook on opencode's path and
@@ -79,6 +83,7 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # for tests/e2e/mock_llm.py and tests/support (not installed packages)
 
 from engine.journal import Journal  # noqa: E402
+from engine.protocol.api import API_VERSION  # noqa: E402
 from tests.e2e.mock_llm import MockLLM, Reply  # noqa: E402
 from tests.support.engine_process import announcement, stop_workspace_engine  # noqa: E402
 from tests.support.environment import drop_shims, without_settings  # noqa: E402
@@ -94,6 +99,17 @@ from tests.support.processes import free_port, pid_alive  # noqa: E402
 from tests.support.waiting import wait_for  # noqa: E402
 
 TARGET_MS = 5.0
+
+# An hcp hook that handles before_tool and allows every call: the cheapest hook that makes the shim
+# await the engine on each tool call (a Python start and an empty answer).
+GUARD_HOOK = """#!/usr/bin/env python3
+import json, sys
+
+if sys.argv[1] == "discover":
+    print(json.dumps({"name": "guard", "stages": ["before_tool"]}))
+elif sys.argv[1] == "before_tool":
+    json.loads(sys.stdin.read())
+"""
 RUN_TIMEOUT = 180.0
 WORDS = ("read", "the", "file")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
@@ -330,6 +346,11 @@ class Bench:
             (self.probe_dir / f"probe_{phase}.js").write_text(PROBE_JS.replace("@PHASE@", phase))
         self.plain = self.make_project("plain", plugin=False)
         self.evolve = self.make_project("evolve", plugin=True)
+        self.guarded = self.make_project("guarded", plugin=True)
+        assert self.guarded.ws is not None
+        guard = self.guarded.ws / "hooks" / "guard.py"
+        guard.write_text(GUARD_HOOK)
+        guard.chmod(0o755)
 
     # ---- setup ------------------------------------------------------------------------------------
 
@@ -386,6 +407,12 @@ class Bench:
         (self.plain.dir / "opencode.json").write_text(json.dumps({**data, "plugin": probes}, indent=2))
         evolve = [*probes[:1], entry, *probes[1:]]
         (self.evolve.dir / "opencode.json").write_text(json.dumps({**data, "plugin": evolve}, indent=2))
+        # The guarded project: the same, with its own workspace (the one shim install wrote there).
+        (guarded,) = json.loads((self.guarded.dir / "opencode.json").read_text())["plugin"]
+        if self.args.engine_nodelay:
+            guarded[1]["command"] = entry[1]["command"]
+        plugins = [*probes[:1], guarded, *probes[1:]]
+        (self.guarded.dir / "opencode.json").write_text(json.dumps({**data, "plugin": plugins}, indent=2))
 
     # ---- one opencode run -------------------------------------------------------------------------
 
@@ -399,15 +426,15 @@ class Bench:
             ]
         return [Reply(text="done")]
 
-    def engine_pid(self) -> int | None:
-        found = self.evolve.engine_announcement()
+    def engine_pid(self, project: Project | None = None) -> int | None:
+        found = (project or self.evolve).engine_announcement()
         return int(found["pid"]) if found and pid_alive(int(found["pid"])) else None
 
     def run(self, project: Project, kind: str, rep: int, pure: bool = False) -> Run:
         script = self.script_for("simple" if kind in ("cold", "warmup") else kind, project)
         self.mock.script(*script)
         seen = len(self.mock.requests)
-        pid = self.engine_pid() if project.ws is not None else None
+        pid = self.engine_pid(project) if project.ws is not None else None
         cpu_before = proc_cpu_ms(pid) if pid else (float("nan"), float("nan"))
         argv = [
             str(self.bin),
@@ -476,18 +503,19 @@ class Bench:
                 f"--- stdout (tail) ---\n{stdout[-3000:]}\n--- stderr (tail) ---\n{stderr[-3000:]}"
             )
         if project.ws is not None and not pure:
-            self.settle_engine()
-            pid = pid or self.engine_pid()
+            self.settle_engine(project)
+            pid = pid or self.engine_pid(project)
             if pid:
                 after = proc_cpu_ms(pid)
                 run.cpu_engine_ms = after[0] - cpu_before[0]
                 run.cpu_engine_children_ms = after[1] - cpu_before[1]
         return run
 
-    def settle_engine(self, timeout: float = 30.0) -> None:
-        """Untimed: wait until the engine says it is idle (its background dispatches of tool_before /
-        tool_after and its commit check after each dispatch), twice in a row 50 ms apart."""
-        found = self.evolve.engine_announcement()
+    def settle_engine(self, project: Project | None = None, timeout: float = 30.0) -> None:
+        """Untimed: wait until the engine says it is idle (what it accepted from the run: observe_message,
+        idle, tool_before / tool_after and its commit check after each dispatch), twice in a row 50 ms
+        apart."""
+        found = (project or self.evolve).engine_announcement()
         if not found:
             return
         headers = {"authorization": f"Bearer {found['token']}"}
@@ -599,7 +627,7 @@ class Bench:
         out: dict[str, list[float]] = {name: [] for name in calls}
         busy = "POST /v1/opencode/system (frozen), right after /tool-after"
         out[busy] = []
-        headers = {"authorization": f"Bearer {found['token']}", "x-evolve-api": "1"}
+        headers = {"authorization": f"Bearer {found['token']}", "x-evolve-api": str(API_VERSION)}
         with httpx.Client(base_url=found["url"], headers=headers, timeout=30) as http:
             http.post("/v1/opencode/system", json=system).raise_for_status()  # mutate_request, freeze
             self.settle_engine()
@@ -627,9 +655,22 @@ class Bench:
             self.settle_engine()
         return out
 
+    def guard_figures(self) -> dict[str, list[float]]:
+        """The guarded engine's before_tool dispatches and their hook runs (engine journal), in ms."""
+        assert self.guarded.ws is not None
+        journal = Journal(self.guarded.ws / "state" / "journal.sqlite3")
+        try:
+            return {
+                "dispatch_ms": [d.duration_ms for d in journal.dispatches(stage="before_tool", limit=10_000)],
+                "run_ms": [r.duration_ms for r in journal.runs(stage="before_tool", limit=10_000)],
+            }
+        finally:
+            journal.close()
+
     def stop_engine(self) -> None:
-        if self.evolve.ws is not None:
-            stop_workspace_engine(self.evolve.ws, self.env)
+        for project in (self.evolve, self.guarded):
+            if project.ws is not None:
+                stop_workspace_engine(project.ws, self.env)
 
     def close(self) -> None:
         self.stop_engine()
@@ -739,36 +780,32 @@ def fetched(runs: list[Run], path: str, skip_first: bool = False) -> tuple[list[
     return ds, ns
 
 
-def probe_section(runs: list[Run], journal: dict[str, dict[str, Any]], calls: int) -> tuple[float, float]:
-    """Prints what the probe plugins saw; returns (plugin time per tool call step, first-request time
-    beyond the mutate_request hook run), both with minus without, in ms."""
+def probed_hook(group: list[Run], name: str, first: bool | None = None) -> list[float]:
+    """The probe's times of hook `name` in these runs (`first`: only each run's first, False: all but it)."""
+    out: list[float] = []
+    for run in group:
+        values = run.probed(name)
+        out.extend(values[:1] if first else values[1:] if first is False else values)
+    return out
 
-    def of(project: str, kind: str) -> list[Run]:
-        return [r for r in runs if r.project == project and r.kind == kind]
 
-    pt, et = of("plain", "tools"), of("evolve", "tools")
-    ps, es = of("plain", "simple"), of("evolve", "simple")
+def event_time(group: list[Run]) -> list[float]:
+    """Per request: for each event type, the median synchronous time per event times the events
+    of that type per request (medians, so that a preempted or garbage-collecting moment on a
+    busy machine does not count as the hook's)."""
+    types = {x.get("k") for r in group for x in r.probe if x["h"] == "event"}
+    total = 0.0
+    for kind in types:
+        per_event = med([d for r in group for d in r.probed("event", kind)])
+        per_request = med([len(r.probed("event", kind)) / max(len(r.main_at), 1) for r in group])
+        total += per_event * per_request
+    return [total]
 
-    def hook(group: list[Run], name: str, first: bool | None = None) -> list[float]:
-        out: list[float] = []
-        for run in group:
-            values = run.probed(name)
-            out.extend(values[:1] if first else values[1:] if first is False else values)
-        return out
 
-    def events(group: list[Run]) -> list[float]:
-        """Per request: for each event type, the median synchronous time per event times the events
-        of that type per request (medians, so that a preempted or garbage-collecting moment on a
-        busy machine does not count as the hook's)."""
-        types = {x.get("k") for r in group for x in r.probe if x["h"] == "event"}
-        total = 0.0
-        for kind in types:
-            per_event = med([d for r in group for d in r.probed("event", kind)])
-            per_request = med([len(r.probed("event", kind)) / max(len(r.main_at), 1) for r in group])
-            total += per_event * per_request
-        return [total]
-
-    print("\n   Probe (plugins around evolve's, see the docstring): plugin time on opencode's path, medians")
+def plugin_time_per_call(pt: list[Run], et: list[Run], verbose: bool = False) -> float:
+    """The plugin's time on opencode's path per tool call step (one call per step): each hook that
+    step goes through, with (`et`) minus without (`pt`) the plugin, added up."""
+    hook, events = probed_hook, event_time
     rows = [
         ("tool.execute.before (per call)", hook(pt, "tool.execute.before"), hook(et, "tool.execute.before")),
         ("tool.execute.after (per call)", hook(pt, "tool.execute.after"), hook(et, "tool.execute.after")),
@@ -785,7 +822,26 @@ def probe_section(runs: list[Run], journal: dict[str, dict[str, Any]], calls: in
     for label, without, with_ in rows:
         diff = med(with_) - med(without)
         added += diff
-        print(f"     {label:<58} without {med(without):6.2f}  with {med(with_):7.2f}  added {diff:+7.2f} ms")
+        if verbose:
+            print(
+                f"     {label:<58} without {med(without):6.2f}  with {med(with_):7.2f}  added {diff:+7.2f} ms"
+            )
+    return added
+
+
+def probe_section(runs: list[Run], journal: dict[str, dict[str, Any]], calls: int) -> tuple[float, float]:
+    """Prints what the probe plugins saw; returns (plugin time per tool call step, first-request time
+    beyond the mutate_request hook run), both with minus without, in ms."""
+
+    def of(project: str, kind: str) -> list[Run]:
+        return [r for r in runs if r.project == project and r.kind == kind]
+
+    pt, et = of("plain", "tools"), of("evolve", "tools")
+    ps, es = of("plain", "simple"), of("evolve", "simple")
+
+    hook = probed_hook
+    print("\n   Probe (plugins around evolve's, see the docstring): plugin time on opencode's path, medians")
+    added = plugin_time_per_call(pt, et, verbose=True)
 
     def definitions(r: Run) -> float:
         return sum(1 for x in r.probe if x["h"] == "tool.definition") / max(len(r.main_at), 1)
@@ -804,6 +860,16 @@ def probe_section(runs: list[Run], journal: dict[str, dict[str, Any]], calls: in
         f"rides along); tool.execute.before sends /v1/opencode/tool-before without awaiting it (body "
         f"{med(before_n) / 1000:.1f} kB), the synchronous part is building that request"
     )
+    gt = of("guarded", "tools")
+    if gt:
+        guarded = plugin_time_per_call(pt, gt)
+        before_g = hook(gt, "tool.execute.before")
+        fetch_g, _ = fetched(gt, "/v1/opencode/tool-before")
+        print(
+            f"     with a hook that handles before_tool (the guarded project): plugin time per tool call "
+            f"{guarded:+.2f} ms, of which tool.execute.before {med(before_g):.2f} ms (it awaits "
+            f"/v1/opencode/tool-before: {med(fetch_g):.2f} ms until response headers)"
+        )
 
     # The first request of a session.
     first_p = hook(ps + pt, SYSTEM, True)
@@ -875,7 +941,12 @@ def fetch_table(runs: list[Run]) -> None:
 
 
 def report(
-    bench: Bench, runs: list[Run], cold: Run, journal: dict[str, dict[str, Any]], api: dict[str, list[float]]
+    bench: Bench,
+    runs: list[Run],
+    cold: Run,
+    journal: dict[str, dict[str, Any]],
+    api: dict[str, list[float]],
+    guard: dict[str, list[float]],
 ) -> str:
     args = bench.args
     probing = not args.no_probe
@@ -925,9 +996,24 @@ def report(
         f"   wall time without the per-run costs: ((tools - simple) with - (tools - simple) without) / "
         f"{args.calls}: median {med(dd):+.1f} ms ({spread(dd)})"
     )
-    probe_call, probe_first = float("nan"), float("nan")
+    gt = of("guarded", "tools")
+    guard_part = paired(gt, pt, lambda r: med(r.part_ms))
+    guard_gap = paired(gt, pt, lambda r: med(r.step_gaps_ms))
+    guard_vs_evolve = paired(gt, et, lambda r: med(r.step_gaps_ms))
+    print(
+        f"   with a hook that handles before_tool (the guarded project, one awaited dispatch per call): "
+        f"tool part time paired with - without the plugin {med(guard_part):+.1f} ms ({spread(guard_part)}); "
+        f"step cycle {med(guard_gap):+.1f} ms ({spread(guard_gap)}), {med(guard_vs_evolve):+.1f} ms against "
+        f"the example workspace's"
+    )
+    print(
+        f"     its before_tool dispatch (engine journal): median {med(guard['dispatch_ms']):.1f} ms, of which "
+        f"the hook run {med(guard['run_ms']):.1f} ms (n={len(guard['run_ms'])})"
+    )
+    probe_call, probe_first, probe_guard = float("nan"), float("nan"), float("nan")
     if probing:
         probe_call, probe_first = probe_section(runs, journal, args.calls)
+        probe_guard = plugin_time_per_call(pt, gt) if gt else float("nan")
     hook_parts = [m for r in hooks for m in r.part_ms]
     tool_call_ms = [m for r in hooks for m in journal.get(r.session, {}).get("tool_call_ms", [])]
     exec_ms = [m for r in hooks for m in journal.get(r.session, {}).get("execute_tool_ms", [])]
@@ -1043,7 +1129,8 @@ def report(
     return (
         f"opencode overhead{engine}: per read call {probe_call:+.1f} ms of plugin time on opencode's path "
         f"({verdict_call} target < {TARGET_MS:g} ms; end to end: tool part {med(part_diff):+.1f} ms, wall "
-        f"{med(dd):+.1f} ms); first request {probe_first:+.1f} ms beyond mutate_request's own run "
+        f"{med(dd):+.1f} ms); with a hook that handles before_tool {probe_guard:+.1f} ms per read call "
+        f"(tool part {med(guard_part):+.1f} ms; its dispatch {med(guard['dispatch_ms']):.1f} ms); first request {probe_first:+.1f} ms beyond mutate_request's own run "
         f"({verdict_first} target < {TARGET_MS:g} ms; end to end {med(beyond):+.0f} ms); run wall "
         f"{med(paired(es, ps, lambda r: r.wall_ms)):+.0f} ms warm, {cold.wall_ms - warm:+.0f} ms more when it "
         f"starts the engine"
@@ -1086,7 +1173,9 @@ def main() -> int:
         # (database, snapshot repository); the evolve project with --pure, so no engine starts yet.
         bench.run(bench.plain, "warmup", -1)
         bench.run(bench.evolve, "warmup", -1, pure=True)
+        bench.run(bench.guarded, "warmup", -1, pure=True)
         cold = bench.run(bench.evolve, "cold", -1)
+        bench.run(bench.guarded, "cold", -1)  # starts its engine
         print(f"setup done in {time.perf_counter() - started:.0f} s; engine pid {bench.engine_pid()}")
         kinds = [
             (bench.plain, "tools"),
@@ -1094,6 +1183,7 @@ def main() -> int:
             (bench.plain, "simple"),
             (bench.evolve, "simple"),
             (bench.evolve, "hook"),
+            (bench.guarded, "tools"),
         ]
         runs: list[Run] = []
         for rep in range(args.repeat):
@@ -1111,7 +1201,7 @@ def main() -> int:
         bench.fill_user_times(bench.plain, [r for r in runs if r.project == "plain"])
         bench.fill_user_times(bench.evolve, evolve_runs)
         journal = bench.journal_figures(evolve_runs)
-        final = report(bench, runs, cold, journal, api)
+        final = report(bench, runs, cold, journal, api, bench.guard_figures())
     finally:
         bench.close()
     print(

@@ -1,6 +1,7 @@
 """The 13 builtin `evolve_*` tools: the agent's way to read and change its own prompts and hooks
 (docs/hooks.md, "Builtin tools"). Texts and messages follow the original host so that agents and tests
-written for it keep working."""
+written for it keep working. Plus the three heartbeat tools hcp asks a host to give its agent, offered
+when the workspace has an hcp hook (`HEARTBEAT_BUILTINS`)."""
 
 from __future__ import annotations
 
@@ -341,6 +342,76 @@ BUILTINS: dict[str, Builtin] = {
                 ["name"],
             ),
             _tool_invoke,
+        ),
+    ]
+}
+
+
+def _heartbeat(host: ToolHost) -> Any:
+    if host.heartbeat is None:
+        raise ToolFailed("error: the heartbeat lives in the running engine; none is available here")
+    return host.heartbeat
+
+
+async def _heartbeat_status(host: ToolHost, args: dict[str, Any], ctx: CallContext) -> str:
+    return str(_heartbeat(host).describe())
+
+
+async def _heartbeat_set(host: ToolHost, args: dict[str, Any], ctx: CallContext) -> str:
+    interval, enabled, reset = args.get("interval_ms"), args.get("enabled"), args.get("reset") is True
+    if interval is None and enabled is None and not reset:
+        raise ToolFailed("error: give interval_ms, enabled or reset")
+    if interval is not None and (not isinstance(interval, (int, float)) or interval != int(interval)):
+        raise ToolFailed(f"error: interval_ms must be a whole number of milliseconds, got {interval!r}")
+    answer = _heartbeat(host).choose(
+        int(interval) if interval is not None else None, enabled, reset, ctx.session
+    )
+    if answer.startswith("error:"):
+        raise ToolFailed(answer)
+    return str(answer)
+
+
+async def _heartbeat_history(host: ToolHost, args: dict[str, Any], ctx: CallContext) -> str:
+    limit = args.get("limit")
+    count = int(limit) if isinstance(limit, (int, float)) and limit >= 1 else 10
+    return str(_heartbeat(host).history_text(min(count, 100)))
+
+
+HEARTBEAT_BUILTINS: dict[str, Builtin] = {
+    b.name: b
+    for b in [
+        Builtin(
+            "evolve_heartbeat_status",
+            "Your heartbeat (the turns you get on a timer, without a user): on or off, its interval and "
+            "who chose it, when the next beat comes, how many beats ran in the current heartbeat session.",
+            _schema({}, []),
+            _heartbeat_status,
+        ),
+        Builtin(
+            "evolve_heartbeat_set",
+            "Choose your own heartbeat: its interval, or turn it off or on. Your choice is kept across "
+            "restarts; the operator can disable the heartbeat in the config, which always wins.",
+            _schema(
+                {
+                    "interval_ms": {
+                        "type": "number",
+                        "description": "milliseconds between beats (at least 60000)",
+                    },
+                    "enabled": {"type": "boolean", "description": "false: no beats until you set true"},
+                    "reset": {
+                        "type": "boolean",
+                        "description": "true: forget your choice, the config's interval applies again",
+                    },
+                },
+                [],
+            ),
+            _heartbeat_set,
+        ),
+        Builtin(
+            "evolve_heartbeat_history",
+            "Your recent heartbeats, newest first: when, what triggered it, its outcome and its message.",
+            _schema({"limit": {"type": "number", "description": "how many (default 10, at most 100)"}}, []),
+            _heartbeat_history,
         ),
     ]
 }

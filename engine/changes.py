@@ -15,11 +15,20 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from . import strictjson
 from .activity import Activity
 from .bus import EventBus
 from .commits import Commits
 from .gitstore import Commit, GitError, RevertConflict
-from .protocol.records import Change, PendingChange, Provenance, ReviewRecorded, SessionInfo, new_id
+from .protocol.records import (
+    Change,
+    FileAtChange,
+    PendingChange,
+    Provenance,
+    ReviewRecorded,
+    SessionInfo,
+    new_id,
+)
 from .provenance import PROVENANCE_REF, decode
 from .toolhost import CallContext
 from .workspace import Workspace, write_atomic
@@ -51,6 +60,14 @@ def origin_of(trailers: dict[str, str]) -> str:
     return origin or "manual"
 
 
+def installed_at(change: Change) -> float:
+    """When a change took effect: the moment its provenance was recorded, else its commit's second
+    (git keeps whole seconds: a prompt frozen within that second counts as before it)."""
+    if change.provenance is not None and change.provenance.at:
+        return change.provenance.at
+    return change.time + 1.0
+
+
 def sha256(data: bytes) -> str:
     return hashlib.sha256(data).hexdigest()
 
@@ -66,6 +83,7 @@ class Changes:
         tell: Callable[[str, str, str], Awaitable[object]],
         sessions: Callable[[], list[SessionInfo]],
         refresh: Callable[[str], bool],
+        held: Callable[[PendingChange], None] | None = None,
     ) -> None:
         self._workspace = workspace
         self._commits = commits
@@ -76,6 +94,7 @@ class Changes:
         self._tell = tell  # (session, message, change): a notification to the session behind a change
         self._sessions = sessions  # the sessions the engine knows
         self._refresh = refresh  # drop a session's frozen prompt: its next request composes one anew
+        self._held = held  # a change was held for review (it is replayed for the reviewer)
         self.dir = workspace.state_dir / "pending"
 
     # ---- history ----------------------------------------------------------------------------
@@ -135,13 +154,14 @@ class Changes:
         change = self.change(rev)
         later = self._git.later_commits(change.sha, change.files)
         by_sha = {c.sha: c for c in self.history(1000)}
-        until = min((by_sha[s].time for s in later if s in by_sha), default=None)
+        since = installed_at(change)
+        until = min((installed_at(by_sha[s]) for s in later if s in by_sha), default=None)
         affected = [
             s
             for s in self._sessions()
             if s.system is not None
             and s.frozen_at is not None
-            and s.frozen_at >= change.time
+            and s.frozen_at >= since
             and (until is None or s.frozen_at < until)
         ]
         return {
@@ -154,6 +174,25 @@ class Changes:
         sha = self._resolve(rev)
         text, truncated = self._git.show_diff(sha)
         return {"sha": sha, "diff": text, "truncated": truncated}
+
+    def file(self, rev: str, path: str, old_path: str | None = None, limit: int = 2_000_000) -> FileAtChange:
+        """`path` as commit `rev` left it and (as `old_path`, for a rename) as it was before, each
+        cut at `limit` characters; for a binary file, only that it is binary."""
+        sha = self._resolve(rev)
+        old_path = old_path or path
+        before, after = self._git.file_versions(sha, path, old_path)
+        if before is None and after is None:
+            raise ChangeError(f"commit {sha[:10]} has no file {path!r} (nor had its parent {old_path!r})")
+        found = FileAtChange(sha, path, old_path, None, None)
+        if any(b"\0" in data[:8000] for data in (before, after) if data):  # as git tells binary files
+            found.binary = True
+            return found
+        for side, data in (("before", before), ("content", after)):
+            if data is not None:
+                text = data.decode("utf-8", errors="replace")
+                found.truncated = found.truncated or len(text) > limit
+                setattr(found, side, text[:limit])
+        return found
 
     def _resolve(self, rev: str) -> str:
         try:
@@ -255,11 +294,15 @@ class Changes:
         )
         self._save(pending)
         self._bus.publish(pending.summary())
+        if self._held is not None:
+            self._held(pending)
         return pending
 
     def _save(self, pending: PendingChange) -> None:
         write_atomic(
-            self.dir / f"{pending.id}.json", json.dumps(pending.to_dict(), ensure_ascii=False).encode()
+            # strictjson: a content with unpaired surrogates (bytes that are not UTF-8) is kept, escaped
+            self.dir / f"{pending.id}.json",
+            strictjson.dumps(pending.to_dict()).encode(),
         )
 
     def pending(self, include_decided: bool = False) -> list[PendingChange]:

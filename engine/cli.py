@@ -22,6 +22,7 @@ from .protocol.stages import STAGES
 from .protocol.workspace import resolve_workspace
 
 if TYPE_CHECKING:
+    from .protocol.records import PendingChange
     from .runtime import Engine
 
 COMMANDS_GROUP = "evolve.commands"
@@ -309,6 +310,133 @@ def cmd_heartbeat(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_replay(args: argparse.Namespace) -> int:
+    from .protocol.records import ReplayResult
+    from .replay_inputs import UnknownStage, check_stages
+    from .replay_text import render
+
+    root = _workspace(args)
+    try:
+        stages = check_stages(args.stage or [])
+    except UnknownStage as exc:
+        raise UsageError(str(exc)) from exc
+    if args.limit < 1:
+        raise UsageError("--limit must be at least 1 (recorded inputs per stage)")
+    pending = args.change.startswith("chg_")
+    client = _running_client(args, timeout=3600.0)
+    if client is not None:  # the engine runs: replay there, so the console sees it
+        with contextlib.closing(client):
+            _check_change(root, args.change, pending)  # a mistake is a usage error here as well
+            data = _replay_remotely(client, args.change, pending, stages, args.limit)
+    else:
+        data = asyncio.run(_replay_here(root, args.change, pending, stages, args.limit))
+    result = ReplayResult.from_dict(data)
+    if args.json:
+        _print_json(data)
+    else:
+        sys.stdout.write(render(result, color=sys.stdout.isatty()))
+    if result.state == "cancelled":
+        return 130
+    return 0 if result.state == "done" else 1
+
+
+def _read_pending(root: Path, pending_id: str) -> PendingChange:
+    from .protocol.records import PendingChange
+
+    path = root / "state" / "pending" / f"{os.path.basename(pending_id)}.json"
+    try:
+        return PendingChange.from_dict(json.loads(path.read_text(encoding="utf-8")))
+    except (OSError, ValueError, TypeError):
+        raise UsageError(f"no pending change {pending_id!r} in {root}") from None
+
+
+def _check_change(root: Path, ref: str, pending: bool) -> None:
+    """The commit or the pending change exists (and is still pending)."""
+    if pending:
+        item = _read_pending(root, ref)
+        if item.status != "pending":
+            raise UsageError(f"change {ref} was already {item.status}")
+        return
+    try:
+        sha = GitStore(root).resolve(ref)
+    except GitError:
+        sha = ""
+    if not sha:
+        raise UsageError(f"no commit {ref!r} in {root}")
+
+
+def _progress(done: int, total: int, message: str) -> None:
+    if sys.stderr.isatty():
+        figures = f" {done}/{total}" if total else ""
+        sys.stderr.write(f"\r\x1b[Kreplay: {message}{figures}")
+        sys.stderr.flush()
+
+
+def _replay_remotely(
+    client: EngineClient, ref: str, pending: bool, stages: list[str], limit: int
+) -> dict[str, Any]:
+    import time
+
+    route = f"/v1/pending/{ref}/replay" if pending else f"/v1/changes/{ref}/replay"
+    started = client.post(route, {"stages": stages or None, "limit": limit})
+    replay_id = started["id"]
+    try:
+        while True:
+            found: dict[str, Any] = client.get(f"/v1/replays/{replay_id}")
+            if found.get("state") != "running":
+                return found
+            _progress(found.get("done", 0), found.get("total", 0), "replaying")
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        with contextlib.suppress(EngineUnavailable):
+            client.post(f"/v1/replays/{replay_id}/cancel")
+        raise
+    finally:
+        _progress_done()
+
+
+def _progress_done() -> None:
+    if sys.stderr.isatty():
+        sys.stderr.write("\r\x1b[K")
+        sys.stderr.flush()
+
+
+async def _replay_here(root: Path, ref: str, pending: bool, stages: list[str], limit: int) -> dict[str, Any]:
+    """No engine runs: replay in this process, from the workspace's journal (read only)."""
+    from .changes import ChangeError
+    from .journal import Journal
+    from .protocol.records import Record, ReplayProgress
+    from .replay import Replayer, ReplayError
+    from .workspace import Workspace
+
+    ws = Workspace(root)
+    journal = Journal(ws.journal_file) if ws.journal_file.exists() else None
+
+    def read_pending(pending_id: str) -> PendingChange:
+        try:
+            return _read_pending(root, pending_id)
+        except UsageError as exc:
+            raise ChangeError(str(exc)) from None
+
+    def publish(record: Record) -> None:
+        if isinstance(record, ReplayProgress):
+            _progress(record.done, record.total, record.message)
+
+    replayer = Replayer(
+        root, GitStore(root), journal, os.environ, publish, read_pending, ws.state_dir / "replays"
+    )
+    try:
+        change = await (replayer.pending_change(ref) if pending else replayer.commit(ref))
+        return (await replayer.replay(change, stages or None, limit)).to_dict()
+    except ReplayError as exc:
+        raise UsageError(str(exc)) from exc
+    finally:
+        _progress_done()
+        await replayer.close()
+        if journal is not None:
+            journal.close()
+
+
 def cmd_doctor(args: argparse.Namespace) -> int:
     from .doctor import diagnose
 
@@ -404,6 +532,26 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--token", metavar="TOKEN", help="that engine's token")
     p.set_defaults(func=cmd_heartbeat)
+
+    p = sub.add_parser(
+        "replay",
+        parents=[common],
+        help="what a change (commit or pending change) does to the agent's recorded traffic",
+    )
+    p.add_argument(
+        "change", metavar="REV|PENDING_ID", help="a commit (sha, HEAD, ...) or a pending change's id"
+    )
+    p.add_argument(
+        "--stage",
+        action="append",
+        metavar="STAGE",
+        help="replay this stage (repeatable); default: the stages the change can affect",
+    )
+    p.add_argument(
+        "--limit", type=int, default=20, metavar="N", help="recorded inputs per stage (default 20)"
+    )
+    p.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("doctor", parents=[common], help="check the workspace; exit 1 when something is wrong")
     p.add_argument("--json", action="store_true")

@@ -8,6 +8,7 @@ silently replaced by a default.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Mapping
@@ -21,6 +22,7 @@ from .schema import json_type
 
 CLEANUP_MODES = ("none", "new", "archive", "compact")
 REVIEW_MODES = ("log", "gate")
+HOOK_PROTOCOLS = ("hcp", "opencode-evolve")
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,9 @@ class Config:
     journal_max_bytes: int = 256 * 1024 * 1024  # the journal's database file is kept under this size
     max_request_bytes: int = 32 * 1024 * 1024  # a larger request body is refused (413)
     review: str = "log"  # "gate": the agent's hook and prompt changes wait for an operator's approval
+    # hook file name -> "hcp" or "opencode-evolve": the protocol a hook is treated as, whatever it
+    # declares (docs/hooks.md, "Two protocols").
+    hook_protocols: dict[str, str] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -137,6 +142,24 @@ def _as_model(value: object) -> Model | None:
     raise _FieldError(f'expected "provider/model", {{"providerID","modelID"}} or null, got {value!r}')
 
 
+def _as_protocols(value: object) -> dict[str, str]:
+    if isinstance(value, str):  # from the environment: a JSON object
+        try:
+            value = json.loads(value)
+        except ValueError:
+            raise _FieldError(f"expected a JSON object, got {value!r}") from None
+    if not isinstance(value, Mapping):
+        raise _FieldError(f"expected an object mapping hook file names to a protocol, got {json_type(value)}")
+    out: dict[str, str] = {}
+    for hook, protocol in value.items():
+        if protocol not in HOOK_PROTOCOLS:
+            raise _FieldError(
+                f"hooks/{hook}: the protocol must be one of {', '.join(HOOK_PROTOCOLS)} (got {protocol!r})"
+            )
+        out[str(hook)] = str(protocol)
+    return out
+
+
 def _positive(convert: Callable[[object], int | None]) -> Callable[[object], int | None]:
     def check(value: object) -> int | None:
         out = convert(value)
@@ -162,6 +185,7 @@ _CONVERTERS: dict[str, Callable[[object], Any]] = {
     "journal_max_bytes": _positive(lambda v: _as_int(v, nullable=False)),
     "max_request_bytes": _positive(lambda v: _as_int(v, nullable=False)),
     "review": _as_choice(REVIEW_MODES),
+    "hook_protocols": _as_protocols,
 }
 FIELDS = tuple(_CONVERTERS)
 

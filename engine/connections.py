@@ -28,6 +28,7 @@ class Connections:
         self._bus = bus
         self._on_count = on_count
         self.clients: dict[str, OpencodeClient] = {}
+        self._commands: dict[str, str | None] = {}  # every connection's opencode subcommand, also gone ones
         self._misses: dict[str, int] = {}
         self._offered: dict[str, list[dict[str, Any]]] = {}  # connection -> the tools opencode offers
         self._watching: asyncio.Task[None] | None = None
@@ -59,12 +60,25 @@ class Connections:
             self._misses.pop(conn_id, None)
 
     def connect(
-        self, url: str, directory: str, token: str | None, mode: str, shim_version: str | None
+        self,
+        url: str,
+        directory: str,
+        token: str | None,
+        mode: str,
+        shim_version: str | None,
+        command: str | None = None,
     ) -> Connection:
         conn = Connection(
-            id=new_id("oc"), url=url, directory=directory, token=token, mode=mode, shim_version=shim_version
+            id=new_id("oc"),
+            url=url,
+            directory=directory,
+            token=token,
+            mode=mode,
+            shim_version=shim_version,
+            command=command,
         )
         self.clients[conn.id] = OpencodeClient(conn)
+        self._commands[conn.id] = command
         self._bus.publish(OpencodeChanged("connected", conn.info()))
         self._on_count(len(self.clients))
         return conn
@@ -90,6 +104,11 @@ class Connections:
         newest = self.client()
         return self._offered.get(newest.conn.id) if newest else None
 
+    def command(self, conn_id: str | None) -> str | None:
+        """The opencode subcommand (run, serve; None for the TUI) of a connection, also of one that
+        has gone away since."""
+        return self._commands.get(conn_id) if conn_id else None
+
     def infos(self) -> list[ConnectionInfo]:
         return [c.conn.info() for c in self.clients.values()]
 
@@ -101,12 +120,16 @@ class Connections:
                 return c
         return clients[0] if clients else None
 
-    async def call(self, what: str, fn: Callable[[OpencodeClient], Awaitable[_T]]) -> _T:
-        """`fn(client)` on a live connection, dropping those that do not answer. Raises NoOpencode
-        when none is left, OpencodeError when opencode answers with an error."""
+    async def call(
+        self, what: str, fn: Callable[[OpencodeClient], Awaitable[_T]], prefer: str | None = None
+    ) -> _T:
+        """`fn(client)` on a live connection (`prefer`'s first, when it is still there: the opencode a
+        session lives in), dropping those that do not answer. Raises NoOpencode when none is left,
+        OpencodeError when opencode answers with an error."""
         tried: set[str] = set()
         while True:
-            client = self.client()
+            client = self.clients.get(prefer) if prefer and prefer not in tried else None
+            client = client or self.client()
             if client is None or client.conn.id in tried:
                 raise NoOpencode(f"{what}: no opencode connected (start opencode with the evolve plugin)")
             tried.add(client.conn.id)
@@ -115,6 +138,27 @@ class Connections:
             except OpencodeUnreachable as exc:
                 log.info("dropping opencode connection %s: %s", client.conn.id, exc)
                 await self.disconnect(client.conn.id, str(exc))
+
+    async def continue_session(
+        self, session: str, text: str, agent: str | None, model: dict[str, str] | None, connection: str | None
+    ) -> None:
+        """A synthetic user message that starts a new turn in `session`, without waiting for it
+        (`prompt_async`), through the opencode the session lives in."""
+        await self.call(
+            "continue",
+            lambda c: c.prompt(session, text, agent=agent, model=model, wait=False),
+            prefer=connection,
+        )
+
+    async def abort(self, session: str, connection: str | None) -> None:
+        await self.call("abort", lambda c: c.abort(session), prefer=connection)
+
+    async def reply_permission(
+        self, request: str, reply: str, message: str | None, connection: str | None
+    ) -> None:
+        await self.call(
+            "permission reply", lambda c: c.reply_permission(request, reply, message), prefer=connection
+        )
 
     async def deliver(self, session: str, text: str, agent: str) -> None:
         """A user message that asks for no reply (a notification), in `session`."""

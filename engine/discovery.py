@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from .protocol.stages import HookProtocol
 from .schema import ToolSpecError, tool_schema
 
 TOOL_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
@@ -24,6 +25,14 @@ class HookFile:
         """The default registration name: the file name without its last extension."""
         base, dot, _ext = self.name.rpartition(".")
         return base if dot and base else self.name
+
+
+@dataclass(frozen=True)
+class Target:
+    """A hook a stage is dispatched to, and the protocol it is treated as."""
+
+    hook: HookFile
+    protocol: HookProtocol = HookProtocol.OPENCODE_EVOLVE
 
 
 @dataclass(frozen=True)
@@ -59,6 +68,12 @@ class Registration:
     run_id: str | None = None
     # Stages the hook says it handles (discover's optional `stages`); None: every stage.
     stages: frozenset[str] | None = None
+    # The protocol the hook says it speaks (evolve's `protocol` key in discover), if it says.
+    answered_protocol: str | None = None
+    # The protocol it is treated as, why, and what is wrong with its declared stages (engine.hcp).
+    protocol: HookProtocol = HookProtocol.OPENCODE_EVOLVE
+    protocol_reason: str = ""
+    stage_warnings: list[str] = field(default_factory=list)
 
     def handles(self, stage: str) -> bool:
         return self.stages is None or stage in self.stages
@@ -127,6 +142,12 @@ def registration_from(file: HookFile, result: dict[str, Any] | None, error: str 
         reg.stages = frozenset(stages)
     elif stages is not None:
         reg.problems.append(f"discover: 'stages' must be a list of stage names, got {stages!r}; every stage")
+    protocol = result.get("protocol")
+    if protocol in tuple(HookProtocol):
+        reg.answered_protocol = str(protocol)
+    elif protocol is not None:
+        choices = ", ".join(f'"{p.value}"' for p in HookProtocol)
+        reg.problems.append(f"discover: 'protocol' must be one of {choices}, got {protocol!r}; ignored")
     tools = result.get("tools", [])
     if not isinstance(tools, list):
         reg.problems.append(f"discover: 'tools' must be a list, got {type(tools).__name__}; no tools")

@@ -1,4 +1,5 @@
-"""Stage dispatch: every hook in discovery order, results merged, recover when a hook fails."""
+"""Stage dispatch: every hook in discovery order, each with the payload of its protocol, results
+merged, recover when a hook fails."""
 
 from __future__ import annotations
 
@@ -6,12 +7,15 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from .discovery import HookFile
+from .discovery import HookFile, Target
+from .hcp import fired_stages, fold_answer, hcp_input
 from .protocol.records import HookRun, StageResult, new_id
-from .protocol.stages import NO_RECOVER, SESSIONLESS
+from .protocol.stages import NO_RECOVER, SESSIONLESS, HookProtocol
 from .workspace import Workspace
 
 RunHook = Callable[[HookFile, str, dict[str, Any], "str | None", "str | None"], Awaitable[HookRun]]
+HostStages = Callable[["str | None"], list[str]]
+"""The canonical stages evolve fires for a session (hcp's `host.stages`)."""
 
 
 def merge(acc: dict[str, Any], incoming: dict[str, Any]) -> dict[str, Any]:
@@ -61,14 +65,44 @@ def recover_defaults(merged: dict[str, Any], prompts: dict[str, str]) -> list[st
 
 
 class Dispatcher:
-    """Runs a stage across the hooks. `run_hook` executes one hook and records it (the engine's job)."""
+    """Runs a stage across the hooks. `hooks` gives the hooks a stage goes to, each with its protocol;
+    `run_hook` executes one hook and records it (the engine's job); `host_stages` gives hcp's
+    `host.stages` for a session."""
 
     def __init__(
-        self, workspace: Workspace, hooks: Callable[[str], Sequence[HookFile]], run_hook: RunHook
+        self,
+        workspace: Workspace,
+        hooks: Callable[[str], Sequence[Target]],
+        run_hook: RunHook,
+        host_stages: HostStages = lambda session: fired_stages(),
+        protocol_of: Callable[[HookFile], HookProtocol] = lambda hook: HookProtocol.OPENCODE_EVOLVE,
     ) -> None:
         self.workspace = workspace
         self._hooks = hooks
         self._run_hook = run_hook
+        self._host_stages = host_stages
+        self._protocol_of = protocol_of
+
+    def _payload(
+        self,
+        protocol: HookProtocol,
+        stage: str,
+        prompts: dict[str, str],
+        context: dict[str, Any],
+        history: list[Any] | None,
+        session: str | None,
+    ) -> dict[str, Any]:
+        if protocol is HookProtocol.HCP:
+            return hcp_input(
+                stage,
+                prompts,
+                context,
+                history,
+                session=session,
+                host_stages=self._host_stages(session),
+                cwd=str(self.workspace.root),
+            )
+        return build_input(stage, prompts, context, history)
 
     async def dispatch(
         self,
@@ -77,21 +111,29 @@ class Dispatcher:
         *,
         session: str | None = None,
         history: list[Any] | None = None,
+        hcp_context: dict[str, Any] | None = None,
     ) -> StageResult:
+        """`context` goes to every hook; `hcp_context`, when given, to hcp hooks instead (with hcp's
+        base payload in front)."""
         started = time.perf_counter()
         context = dict(context or {})
         result = StageResult(
             id=new_id("dsp"), stage=stage, started_at=time.time(), context=context, session=session
         )
         prompts = self.workspace.read_prompts()
-        payload = build_input(stage, prompts, context, history if session is not None else None)
+        bound = history if session is not None else None
+        payloads: dict[HookProtocol, dict[str, Any]] = {}
         merged: dict[str, Any] = {}
-        for hook in list(self._hooks(stage)):
-            run = await self._run_hook(hook, stage, payload, session, result.id)
+        for target in list(self._hooks(stage)):
+            hook, protocol = target.hook, target.protocol
+            if protocol not in payloads:
+                given = hcp_context if protocol is HookProtocol.HCP and hcp_context is not None else context
+                payloads[protocol] = self._payload(protocol, stage, prompts, given, bound, session)
+            run = await self._run_hook(hook, stage, payloads[protocol], session, result.id)
             result.hooks.append(hook.name)
             result.runs.append(run.id)
             if run.ok:
-                merge(merged, run.result or {})
+                merge(merged, fold_answer(stage, protocol, hook.name, run.result or {}))
                 continue
             result.failed.append(hook.name)
             if stage in NO_RECOVER:
@@ -107,10 +149,11 @@ class Dispatcher:
     ) -> dict[str, Any]:
         """Run `recover` on all hooks; a failure inside recover is swallowed (no recover of recover)."""
         parent.recovered = True
-        payload = build_input("recover", prompts, {"error": error, "failed_hook": failed_stage}, None)
+        context = {"error": error, "failed_hook": failed_stage}
         merged: dict[str, Any] = {}
-        for hook in list(self._hooks("recover")):
-            run = await self._run_hook(hook, "recover", payload, None, parent.id)
+        for target in list(self._hooks("recover")):
+            payload = self._payload(target.protocol, "recover", prompts, context, None, parent.session)
+            run = await self._run_hook(target.hook, "recover", payload, None, parent.id)
             parent.runs.append(run.id)
             if run.ok:
                 merge(merged, run.result or {})
@@ -127,5 +170,12 @@ class Dispatcher:
         history: list[Any] | None = None,
     ) -> HookRun:
         """Run a single hook, unmerged and without recover (execute_tool goes to the tool's own hook only)."""
-        payload = build_input(stage, self.workspace.read_prompts(), context, history if session else None)
+        payload = self._payload(
+            self._protocol_of(hook),
+            stage,
+            self.workspace.read_prompts(),
+            context,
+            history if session else None,
+            session,
+        )
         return await self._run_hook(hook, stage, payload, session, None)

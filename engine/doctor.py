@@ -8,9 +8,11 @@ from pathlib import Path
 from typing import Any
 
 from .config import load_config
-from .discovery import registration_from, scan_hooks
+from .discovery import HookFile, Registration, registration_from, scan_hooks
 from .gitstore import GitError, GitStore
+from .hcp import classify, fired_stages, hcp_input
 from .protocol.records import HookRun, new_id
+from .protocol.stages import HookProtocol
 from .runner import execute
 from .workspace import PROMPT_CONTRACT, Workspace
 
@@ -98,10 +100,19 @@ async def diagnose(root: Path, env: dict[str, str] | None = None, project: Path 
     for s in skipped:
         report.add(ERROR, f"hooks/{s.name}", f"skipped: {s.reason}")
     names: dict[str, str] = {}
-    for hook in hooks:
-        run = HookRun(
-            id=new_id("run"), stage="discover", hook=hook.name, started_at=0.0, input={"hook": "discover"}
-        )
+    configured = loaded.config.hook_protocols
+    hcp_payload = hcp_input(
+        "discover",
+        ws.read_prompts(),
+        {},
+        None,
+        session=None,
+        host_stages=fired_stages(heartbeat=loaded.config.heartbeat_ms >= 0),
+        cwd=str(root),
+    )
+
+    async def discover(hook: HookFile, payload: dict[str, Any]) -> Registration:
+        run = HookRun(id=new_id("run"), stage="discover", hook=hook.name, started_at=0.0, input=payload)
         await execute(
             run,
             hook.path,
@@ -110,10 +121,21 @@ async def diagnose(root: Path, env: dict[str, str] | None = None, project: Path 
             stdout_limit=loaded.config.hook_output_limit,
             env=env,
         )
-        reg = registration_from(hook, run.result, run.error)
+        return classify(registration_from(hook, run.result, run.error), configured)
+
+    for hook in hooks:
+        as_hcp = configured.get(hook.name) == HookProtocol.HCP
+        reg = await discover(hook, hcp_payload if as_hcp else {"hook": "discover"})
+        if reg.protocol is HookProtocol.HCP and not as_hcp:
+            again = await discover(hook, hcp_payload)  # as the engine does: an hcp hook is asked as one
+            if again.protocol is HookProtocol.HCP:
+                reg = again
         where = f"hooks/{hook.name}"
+        report.add(INFO, where, f"treated as {reg.protocol.value}: {reg.protocol_reason}")
         for problem in reg.problems:
             report.add(ERROR, where, problem)
+        for warning in reg.stage_warnings:
+            report.add(WARNING, where, warning)
         if reg.name in names:
             report.add(
                 WARNING,
@@ -137,7 +159,15 @@ async def diagnose(root: Path, env: dict[str, str] | None = None, project: Path 
                     "not executable (validation makes it executable before running)",
                 )
         report.hooks.append(
-            {"file": hook.name, "name": reg.name, "test": reg.test, "tools": [t.name for t in reg.tools]}
+            {
+                "file": hook.name,
+                "name": reg.name,
+                "test": reg.test,
+                "tools": [t.name for t in reg.tools],
+                "protocol": reg.protocol.value,
+                "protocol_reason": reg.protocol_reason,
+                "stages": sorted(reg.stages) if reg.stages is not None else None,
+            }
         )
 
     for stage, name in PROMPT_CONTRACT.items():

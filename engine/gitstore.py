@@ -305,6 +305,28 @@ class GitStore:
             out = self._git("show", "--format=", "--patch", "--no-color", "--no-ext-diff", sha)
         return (out[:limit], True) if len(out) > limit else (out, False)
 
+    def file_versions(
+        self, sha: str, path: str, old_path: str, max_bytes: int = 8_000_000
+    ) -> tuple[bytes | None, bytes | None]:
+        """The bytes of `old_path` in the first parent of commit `sha` and of `path` in `sha`, the
+        first `max_bytes` of each (None where there is no such file: created, deleted, a root
+        commit, or not a file)."""
+
+        def blob(tree: git.Tree, rel: str) -> bytes | None:
+            try:
+                found = tree / rel
+            except KeyError:
+                return None
+            if found.type != "blob":
+                return None
+            data: bytes = found.data_stream.read(min(found.size, max_bytes))
+            return data
+
+        with self._lock:
+            commit = self.repo.commit(sha)
+            before = blob(commit.parents[0].tree, old_path) if commit.parents else None
+            return before, blob(commit.tree, path)
+
     def reviews(self, limit: int = 1000) -> dict[str, str]:
         """Commit sha -> review note, for the reviewed commits among the newest `limit`."""
         return self.notes(NOTES_REF, limit)
@@ -427,3 +449,37 @@ class GitStore:
     def parent_is_root(self, sha: str) -> bool:
         with self._lock:
             return not self._git("rev-list", "--parents", "-n1", sha).split()[1:]
+
+    def first_parent(self, sha: str) -> str | None:
+        """The commit `sha` was made on (its first parent), None for a root commit."""
+        with self._lock:
+            parents = self._git("rev-list", "--parents", "-n1", sha).split()[1:]
+        return parents[0] if parents else None
+
+    def files_changed(self, sha: str) -> list[str]:
+        """The paths a commit changed against its first parent (all of them for a root commit)."""
+        parent = self.first_parent(sha)
+        with self._lock:
+            if parent is None:
+                out = self._git("ls-tree", "-r", "--name-only", "-z", sha)
+            else:
+                out = self._git("diff", "--name-only", "--no-renames", "-z", parent, sha)
+        return [f for f in out.split("\0") if f]
+
+    def file_at(self, rev: str, path: str) -> tuple[int, bytes] | None:
+        """A file as it was at `rev`: its git mode (0o100755, 0o120000 for a link, ...) and its
+        bytes (a link's target), or None when it did not exist there."""
+        with self._lock:
+            try:
+                blob = self.repo.commit(rev).tree / path
+            except KeyError:
+                return None
+            if blob.type != "blob":
+                return None
+            data: bytes = blob.data_stream.read()
+            return int(blob.mode), data
+
+    def subject(self, sha: str) -> str:
+        """The first line of a commit's message."""
+        with self._lock:
+            return self._git("log", "-1", "--format=%s", sha).strip()

@@ -32,6 +32,9 @@ from .workspace import StateFile
 
 log = logging.getLogger("evolve.heartbeat")
 
+MIN_CHOSEN_MS = 60_000  # the shortest interval the agent may choose for itself
+RECENT_BEATS = 10  # the recent beats an hcp hook gets as the heartbeat stage's `history`
+
 
 class Clock(Protocol):
     def now(self) -> float: ...
@@ -125,7 +128,37 @@ class Heartbeat:
 
     @property
     def interval_ms(self) -> int:
-        return self._config().heartbeat_ms
+        """The config's `heartbeat_ms` when it is negative (the operator's force-disable always
+        wins), else the agent's own choice (`evolve_heartbeat_set`, kept in the state file), else the
+        config's value. Negative: no timer."""
+        configured = self._config().heartbeat_ms
+        if configured < 0:
+            return configured
+        choice = self.choice()
+        if choice is not None:
+            if choice.get("enabled") is False:
+                return -1
+            chosen = choice.get("interval_ms")
+            if isinstance(chosen, int) and not isinstance(chosen, bool) and chosen >= 0:
+                return chosen
+        return configured
+
+    def choice(self) -> dict[str, Any] | None:
+        """The agent's choice of its own cadence (state file `heartbeat_choice`), if it made one."""
+        found = self._state_file.read().get("heartbeat_choice")
+        return found if isinstance(found, dict) else None
+
+    @property
+    def interval_source(self) -> str:
+        """Where the interval comes from: `config`, `agent`, or `config (disabled)`, which wins."""
+        if self._config().heartbeat_ms < 0:
+            return "config (disabled)"
+        choice = self.choice()
+        if choice is not None and (
+            choice.get("enabled") is False or isinstance(choice.get("interval_ms"), int)
+        ):
+            return "agent"
+        return "config"
 
     @property
     def enabled(self) -> bool:
@@ -281,7 +314,14 @@ class Heartbeat:
             result.session = session
             count = 0
         # The tick commits what the hooks changed itself, as the heartbeat's (not as a stage's).
-        dispatched = await self._dispatch("heartbeat", {"sessions": []}, session=session, settle=False)
+        # hcp hooks get the heartbeat session in their base payload and, as `history`, the recent beats.
+        dispatched = await self._dispatch(
+            "heartbeat",
+            {"sessions": []},
+            session=session,
+            settle=False,
+            hcp_context={"sessions": [], "history": self.recent_beats()},
+        )
         result.dispatch_id = dispatched.id
         user = self._user(dispatched)
         if user:
@@ -403,6 +443,96 @@ class Heartbeat:
             self._journal.record_event("heartbeat_cleanup", cleanup)
         return new_session
 
+    # ---- what the agent sees of its heartbeat (the evolve_heartbeat_* tools) ----------------
+
+    def recent_beats(self, limit: int = RECENT_BEATS) -> list[dict[str, Any]]:
+        """The last ticks, oldest first: `{at, trigger, outcome, reason, user, session}`."""
+        ticks = self._ticks(limit)
+        return [
+            {
+                "at": format_datetime(datetime.fromtimestamp(t.started_at, UTC)),
+                "trigger": t.trigger,
+                "outcome": t.outcome,
+                "reason": t.reason,
+                "user": t.user,
+                "session": t.session,
+            }
+            for t in reversed(ticks)
+        ]
+
+    def _ticks(self, limit: int) -> list[TickResult]:
+        """The last `limit` ticks, newest first: from the journal (they survive a restart), else
+        this engine's own."""
+        if self._journal is not None:
+            found = []
+            for row in self._journal.events(kind="heartbeat", limit=limit):
+                data = row.get("data")
+                if isinstance(data, dict):
+                    with contextlib.suppress(TypeError):
+                        found.append(TickResult.from_dict(data))
+            if found or not self.state.history:
+                return found
+        return list(reversed(self.state.history[-limit:]))
+
+    def choose(self, interval_ms: int | None, enabled: bool | None, reset: bool, session: str | None) -> str:
+        """The agent sets its own cadence; kept in the state file, so a restarted engine keeps it."""
+        if reset:
+            self._state_file.update({"heartbeat_choice": None})
+        else:
+            choice = dict(self.choice() or {})
+            if interval_ms is not None:
+                if interval_ms < MIN_CHOSEN_MS:
+                    return (
+                        f"error: interval_ms must be at least {MIN_CHOSEN_MS} (one minute), got {interval_ms}"
+                    )
+                choice["interval_ms"] = interval_ms
+            if enabled is not None:
+                choice["enabled"] = enabled
+            choice["at"] = format_datetime(datetime.now(UTC))
+            choice["session"] = session
+            self._state_file.update({"heartbeat_choice": choice})
+        self.reschedule()
+        self._publish("chosen")
+        return self.describe()
+
+    def describe(self) -> str:
+        """The heartbeat as the agent reads it."""
+        status = self.status()
+        source = self.interval_source
+        if source == "config (disabled)":
+            lines = [
+                "heartbeat: disabled by the operator (heartbeat_ms < 0 in the config); this wins over your choice"
+            ]
+        elif not status.enabled:
+            lines = [f"heartbeat: off ({'your choice' if source == 'agent' else 'the config'})"]
+        else:
+            who = "your choice" if source == "agent" else "the config's default"
+            lines = [f"heartbeat: on, every {status.interval_ms} ms ({who})"]
+        if status.paused:
+            lines.append("paused by the operator")
+        if status.next_in_s is not None:
+            lines.append(f"next beat in {status.next_in_s:.0f} s")
+        elif status.enabled and not status.connected:
+            lines.append("no beat is scheduled until opencode connects")
+        lines.append(f"beats in the current heartbeat session: {status.count}")
+        if status.time:
+            lines.append(f"last beat that sent a message: {status.time}")
+        return "\n".join(lines)
+
+    def history_text(self, limit: int) -> str:
+        beats = self.recent_beats(limit)
+        if not beats:
+            return "no heartbeat has run yet"
+        lines = []
+        for beat in reversed(beats):
+            line = f"{beat['at']} {beat['trigger']} {beat['outcome']}"
+            if beat["reason"]:
+                line += f": {beat['reason']}"
+            if beat["user"]:
+                line += f" | message: {' '.join(str(beat['user']).split())[:200]}"
+            lines.append(line)
+        return "\n".join(lines)
+
     # ---- status -----------------------------------------------------------------------------
 
     def _publish(
@@ -422,6 +552,7 @@ class Heartbeat:
         return HeartbeatStatus(
             enabled=self.enabled,
             interval_ms=self.interval_ms,
+            interval_source=self.interval_source,
             connected=self._connected,
             paused=bool(state.get("heartbeat_paused")),
             running=self.state.running,
@@ -436,4 +567,5 @@ class Heartbeat:
             time=state.get("heartbeat_time"),
             model=self._model(),
             last=self.state.last,
+            connected_at=self._connected_at if self._connected else None,
         )

@@ -5,13 +5,18 @@ from __future__ import annotations
 
 import asyncio
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from .bus import EventBus
-from .discovery import HookFile, HookTool, Registration, Skipped, registration_from, scan_hooks
+from .discovery import HookFile, HookTool, Registration, Skipped, Target, registration_from, scan_hooks
 from .dispatch import RunHook
+from .hcp import classify, receives
 from .protocol.records import HookInfo, HooksDiscovered, SkippedHook
+from .protocol.stages import STAGES, HookProtocol
+
+LEGACY_DISCOVER = {"hook": "discover"}  # exactly what opencode-evolve sends (docs/hooks.md, "discover")
 
 
 def _fingerprint(path: Path) -> tuple[int, int, int] | None:
@@ -30,17 +35,32 @@ def hook_info(reg: Registration) -> HookInfo:
         tools=[t.name for t in reg.tools],
         problems=list(reg.problems),
         stages=sorted(reg.stages) if reg.stages is not None else None,
+        protocol=reg.protocol.value,
+        protocol_reason=reg.protocol_reason,
+        stage_warnings=list(reg.stage_warnings),
     )
 
 
 class HookRegistry:
+    """`protocols` gives the config's `hook_protocols` (hook file -> protocol); `hcp_discover` the
+    discover payload of an hcp hook (hcp's base payload)."""
+
     def __init__(
-        self, hooks_dir: Path, run_hook: RunHook, bus: EventBus, warn: Callable[[str, str], None]
+        self,
+        hooks_dir: Path,
+        run_hook: RunHook,
+        bus: EventBus,
+        warn: Callable[[str, str], None],
+        protocols: Callable[[], Mapping[str, str]] = dict,
+        hcp_discover: Callable[[], dict[str, Any]] = lambda: dict(LEGACY_DISCOVER),
     ) -> None:
         self.hooks_dir = hooks_dir
         self._run_hook = run_hook
         self._bus = bus
         self._warn = warn
+        self._protocols = protocols
+        self._hcp_discover = hcp_discover
+        self._known: dict[str, HookProtocol] = {}  # each hook's protocol at the last discovery
         self.hooks: list[HookFile] = []
         self.skipped: list[Skipped] = []
         self.registrations: dict[str, Registration] = {}  # by hook file name, in discovery order
@@ -53,27 +73,50 @@ class HookRegistry:
         discovery order)."""
         hooks, skipped = scan_hooks(self.hooks_dir)
         fingerprints = {h.name: _fingerprint(h.path) for h in hooks}
-        regs = await asyncio.gather(*(self._discover_one(h) for h in hooks))
+        configured = dict(self._protocols())
+        regs = await asyncio.gather(*(self._discover_one(h, configured) for h in hooks))
         self._fingerprints = fingerprints
         self.hooks, self.skipped = hooks, skipped
         self.registrations = {r.file.name: r for r in regs}
+        self._known = {r.file.name: r.protocol for r in regs}
         for s in skipped:
             self._warn("hooks", f"hooks/{s.name} skipped: {s.reason}")
         for r in regs:
-            for problem in r.problems:
+            for problem in [*r.problems, *r.stage_warnings]:
                 self._warn("hooks", f"hooks/{r.file.name}: {problem}")
         found = HooksDiscovered(self.infos(), self.skipped_infos())
         self._bus.publish(found)
         return found
 
-    async def _discover_one(self, hook: HookFile) -> Registration:
-        run = await self._run_hook(hook, "discover", {"hook": "discover"}, None, None)
-        try:
-            reg = registration_from(hook, run.result, run.error)
-        except Exception as exc:  # whatever a hook answers, the engine starts
-            reg = registration_from(hook, None, f"its answer cannot be used ({type(exc).__name__}: {exc})")
+    async def _discover_one(self, hook: HookFile, configured: Mapping[str, str]) -> Registration:
+        """An opencode-evolve hook gets exactly `{"hook": "discover"}`, an hcp hook hcp's base payload
+        (whose `host.stages` tells it what evolve fires). Which one a hook is shows only in its answer
+        (or the config): a hook not known as hcp that answers as one is asked once more, as hcp."""
+        setting = configured.get(hook.name)
+        as_hcp = setting == HookProtocol.HCP or (
+            setting is None and self._known.get(hook.name) is HookProtocol.HCP
+        )
+        run = await self._run_hook(
+            hook, "discover", self._hcp_discover() if as_hcp else dict(LEGACY_DISCOVER), None, None
+        )
+        reg = self._registration(hook, run.result, run.error, configured)
+        if reg.protocol is HookProtocol.HCP and not as_hcp and run.ok:
+            again = await self._run_hook(hook, "discover", self._hcp_discover(), None, None)
+            second = self._registration(hook, again.result, again.error, configured)
+            if again.ok and second.protocol is HookProtocol.HCP:
+                run, reg = again, second
         reg.run_id = run.id
         return reg
+
+    @staticmethod
+    def _registration(
+        hook: HookFile, result: dict[str, Any] | None, error: str | None, configured: Mapping[str, str]
+    ) -> Registration:
+        try:
+            return classify(registration_from(hook, result, error), configured)
+        except Exception as exc:  # whatever a hook answers, the engine starts
+            failed = f"its answer cannot be used ({type(exc).__name__}: {exc})"
+            return classify(registration_from(hook, None, failed), configured)
 
     def changed_since_discovery(self, hook: HookFile) -> bool:
         """Whether the hook's file is not what it was when hooks were last discovered."""
@@ -85,15 +128,25 @@ class HookRegistry:
     def skipped_infos(self) -> list[SkippedHook]:
         return [SkippedHook(s.name, s.reason) for s in self.skipped]
 
-    def hooks_for(self, stage: str) -> list[HookFile]:
-        """The hooks to run for `stage`, in discovery order: all, except those whose discover
-        declared the stages they handle and left this one out (no process start for nothing)."""
+    def hooks_for(self, stage: str) -> list[Target]:
+        """The hooks to run for `stage`, in discovery order, each with its protocol: those of a
+        protocol that has this stage (engine.hcp.receives), except those whose discover declared the
+        stages they handle and left this one out (no process start for nothing)."""
         out = []
         for hook in self.hooks:
             reg = self.registrations.get(hook.name)
-            if reg is None or reg.handles(stage):
-                out.append(hook)
+            protocol = reg.protocol if reg is not None else HookProtocol.OPENCODE_EVOLVE
+            if receives(protocol, stage) and (reg is None or reg.handles(stage)):
+                out.append(Target(hook, protocol))
         return out
+
+    def handled(self) -> list[str]:
+        """The standard stages some hook runs for (what the shim needs to know to await a stage)."""
+        return [s for s in STAGES if self.hooks_for(s)]
+
+    def protocol_of(self, hook: HookFile) -> HookProtocol:
+        reg = self.registrations.get(hook.name)
+        return reg.protocol if reg is not None else HookProtocol.OPENCODE_EVOLVE
 
     def hook_tools(self) -> dict[str, HookTool]:
         """Every hook tool by full name; a later registration with the same name wins."""

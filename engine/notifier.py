@@ -1,5 +1,8 @@
 """Notifications between sessions: hooks ask for them (`notify`), `format_notification` words them, and
-each other session the engine knows receives the message as a user message that asks for no reply."""
+each other session the engine knows receives the message as a user message that asks for no reply.
+
+opencode-evolve hooks' messages are joined into one, as that protocol did; each hcp hook's message is
+delivered on its own, to the sessions its `to` names (hcp v3)."""
 
 from __future__ import annotations
 
@@ -8,6 +11,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from .bus import EventBus
+from .hcp import MESSAGES
 from .protocol.records import Delivered, NotificationSent, StageResult
 from .sessions import SessionStore
 
@@ -46,17 +50,49 @@ class Notifier:
     ) -> str | None:
         """Format `notifications` with format_notification and deliver the message to the sessions
         `to` (by default every known session other than `source`). `change` is the commit or pending
-        change the notification is about. Returns the formatted message, if any."""
+        change the notification is about. Returns the first formatted message, if any."""
         if not notifications:
             return None
-        result = await self._dispatch("format_notification", {"notifications": notifications})
-        message: Any = result.merged.get("message")
-        if not isinstance(message, str) or not message:
-            return None
-        if to is None:
-            recipients = [s.id for s in self._sessions.known() if s.id != source]
-        else:
-            recipients = [sid for sid in to if self._sessions.find(sid) is not None]
+        known = self._sessions.known()
+        hcp = {
+            "session": {"id": source} if source else None,
+            "notifications": notifications,
+            "sessions": [{"id": s.id, "title": s.title, "agent": s.agent} for s in known],
+        }
+        result = await self._dispatch(
+            "format_notification", {"notifications": notifications}, hcp_context=hcp
+        )
+        default = (
+            [s.id for s in known if s.id != source]
+            if to is None
+            else [sid for sid in to if self._sessions.find(sid) is not None]
+        )
+        messages: list[tuple[str, list[str]]] = []
+        joined: Any = result.merged.get("message")
+        if isinstance(joined, str) and joined:
+            messages.append((joined, default))
+        for entry in result.merged.get(MESSAGES) or []:
+            if isinstance(entry, dict) and isinstance(entry.get("message"), str):
+                recipients = self._addressed(entry["to"]) if "to" in entry else default
+                messages.append((entry["message"], recipients))
+        for message, recipients in messages:
+            await self._send(source, message, recipients, change)
+        return messages[0][0] if messages else None
+
+    def _addressed(self, to: object) -> list[str]:
+        """hcp's `to`: `{"sessions": [id or {id}, ...]}` names the recipients among the sessions the
+        engine knows (a bare list of them is read the same); `{}` (or no sessions) means nobody."""
+        listed = to.get("sessions") if isinstance(to, dict) else to if isinstance(to, list) else None
+        found: list[str] = []
+        for item in listed if isinstance(listed, list) else []:
+            sid = item.get("id") if isinstance(item, dict) else item
+            if isinstance(sid, str) and self._sessions.find(sid) is not None and sid not in found:
+                found.append(sid)
+        return found
+
+    async def _send(
+        self, source: str | None, message: str, recipients: list[str], change: str | None
+    ) -> None:
         now = time.time()
         for sid in recipients:
             self._sessions.notified(sid, Delivered(message, now, source, change))
@@ -67,4 +103,3 @@ class Notifier:
                     await self.deliver(sid, wrap(message))
                 except Exception as exc:  # one failed session must not stop the others
                     self._warn("notify", f"delivery to {sid} failed: {exc}")
-        return message

@@ -43,8 +43,9 @@ class Connection:
     url: str
     directory: str
     token: str | None = None
-    mode: str = "unknown"  # run | serve | tui
+    mode: str = "unknown"  # in-process | server
     shim_version: str | None = None
+    command: str | None = None  # opencode's subcommand: run, serve; None for the TUI
     connected_at: float = field(default_factory=time.time)
     last_ok: float | None = None
     last_error: str | None = None
@@ -56,6 +57,7 @@ class Connection:
             directory=self.directory,
             mode=self.mode,
             shim_version=self.shim_version,
+            command=self.command,
             connected_at=self.connected_at,
             last_ok=self.last_ok,
             last_error=self.last_error,
@@ -151,6 +153,17 @@ class OpencodeClient:
             body["noReply"] = True
         path = f"/session/{session}/message" if wait else f"/session/{session}/prompt_async"
         return await self._request("POST", path, json=body, timeout=timeout)
+
+    async def abort(self, session: str) -> Any:
+        """Stop the session's running turn (as the user's cancel does)."""
+        return await self._request("POST", f"/session/{session}/abort")
+
+    async def reply_permission(self, request: str, reply: str, message: str | None = None) -> Any:
+        """Answer a pending permission request (`once`, `always` or `reject`), as a user would."""
+        body: dict[str, Any] = {"reply": reply}
+        if message:
+            body["message"] = message
+        return await self._request("POST", f"/permission/{request}/reply", json=body)
 
     async def summarize(self, session: str, model: dict[str, str], timeout: float | None = None) -> Any:
         return await self._request("POST", f"/session/{session}/summarize", json=model, timeout=timeout)

@@ -24,19 +24,24 @@ from .discovery import HookFile
 from .followups import Followups
 from .gate import Gate
 from .gitstore import GitError, GitStore
+from .hcp import fired_stages, hcp_input
 from .heartbeat import Clock, Heartbeat, Opencode
 from .hookrun import HookRunner
 from .hooks import HookRegistry
 from .journal import Journal
 from .locks import WorkspaceLock
+from .loops import Loops
 from .models import ModelMemory
 from .notifier import Notifier
 from .protocol.events import EventKind
 from .protocol.records import ConfigChanged, EngineStatus, JSONDict, Notice
 from .recovery import Recovery
+from .replay import Replayer
 from .sessions import SessionStore
 from .stages import Stages
+from .toolcalls import OpencodeCalls
 from .tools import Tools
+from .toolstages import ToolStages
 from .watcher import Watcher
 from .workspace import StateFile, Workspace
 
@@ -69,7 +74,7 @@ class Engine:
             else None
         )
         self.activity = Activity()
-        self.background = Background(bus)
+        self.background = Background(bus, self.activity)
         git = GitStore(root)
         self.commits = Commits(
             git,
@@ -92,7 +97,15 @@ class Engine:
         self.git = self.commits.git
         self.sessions = SessionStore(self.journal, bus.publish)
         self.runner = HookRunner(root, self.current_config, self.env, self.journal, bus, self._unapproved)
-        self.registry = HookRegistry(ws.hooks_dir, self.runner.run, bus, self.warn)
+        self.registry = HookRegistry(
+            ws.hooks_dir,
+            self.runner.run,
+            bus,
+            self.warn,
+            lambda: self.config.hook_protocols,
+            self._hcp_discover,
+        )
+        self.connections = Connections(bus, self._opencode_count)
         self.stages = Stages(
             ws,
             self.registry.hooks_for,
@@ -102,8 +115,9 @@ class Engine:
             self.journal,
             bus,
             self.activity,
+            self.host_stages,
+            self.registry.protocol_of,
         )
-        self.connections = Connections(bus, self._opencode_count)
         self.models = ModelMemory(self.current_config, self.state)
         self.notifier = Notifier(
             self.stages.dispatch,
@@ -115,6 +129,15 @@ class Engine:
         self.followups = Followups(
             self.notifier.notify, self.connections, self.current_config, self.background, bus
         )
+        self.replays = Replayer(
+            root,
+            self.git,
+            self.journal,
+            self.env,
+            bus.publish,
+            lambda pending_id: self.changes.get(pending_id),
+            ws.state_dir / "replays",
+        )
         self.changes = Changes(
             ws,
             self.commits,
@@ -124,6 +147,7 @@ class Engine:
             tell=lambda session, message, change: self.notifier.notify(None, [message], [session], change),
             sessions=lambda: [s.info() for s in self.sessions.known()],
             refresh=self.sessions.unfreeze,
+            held=self.replays.held,
         )
         self.tools = Tools(
             ws,
@@ -140,8 +164,22 @@ class Engine:
             bus,
             self.activity,
         )
+        self.loops = Loops()
+        self.tool_calls = OpencodeCalls(self.journal, bus)
+        self.tool_stages = ToolStages(
+            self.stages.dispatch,
+            self.stages.handled,
+            self.tool_calls,
+            self.loops,
+            self.background,
+            self.tools.preset,
+            self.connections.reply_permission,
+            self._connection_of,
+            lambda session: self.connections.command(self._connection_of(session)),
+        )
         self.bridge = Bridge(
             self.stages.dispatch,
+            self.stages.handled,
             self.sessions,
             self.models,
             self.current_config,
@@ -149,6 +187,12 @@ class Engine:
             self.background,
             lambda: ws.read_prompt("compaction"),
             lambda: self.state.read().get("heartbeat_session"),
+            self.loops,
+            self.tool_stages,
+            self.connections.continue_session,
+            self.connections.abort,
+            self.connections.command,
+            self.warn,
         )
         self.heartbeat = Heartbeat(
             config=self.current_config,
@@ -173,6 +217,7 @@ class Engine:
             self.warn,
             lambda c: bus.publish(c, EventKind.TOOL_RESULT),
         )
+        self.tools.heartbeat = self.heartbeat
         self.watcher = Watcher(
             ws, self.activity, self.reload_config, self.commits.commit_external, self.registry.discover
         )
@@ -181,6 +226,26 @@ class Engine:
 
     def current_config(self) -> Config:
         return self.config
+
+    def _connection_of(self, session: str | None) -> str | None:
+        found = self.sessions.find(session) if session else None
+        return found.connection if found else None
+
+    def host_stages(self, session: str | None) -> list[str]:
+        """hcp's `host.stages` for a session: what evolve fires in the opencode it lives in."""
+        command = self.connections.command(self._connection_of(session))
+        return fired_stages(command, heartbeat=self.config.heartbeat_ms >= 0)
+
+    def _hcp_discover(self) -> dict[str, object]:
+        return hcp_input(
+            "discover",
+            self.workspace.read_prompts(),
+            {},
+            None,
+            session=None,
+            host_stages=self.host_stages(None),
+            cwd=str(self.workspace.root),
+        )
 
     # ---- life cycle -------------------------------------------------------------------------
 
@@ -210,12 +275,13 @@ class Engine:
             self.connections.start()
 
     async def close(self) -> None:
+        await self.replays.close()
         await self.heartbeat.stop()
         if self._watching is not None:
             self._watching.cancel()
             await asyncio.gather(self._watching, return_exceptions=True)
+        await self.background.close()  # what was accepted from opencode is finished first
         await self.commits.close()  # the last commit of what hooks changed
-        await self.background.close()
         await self.connections.close()
         await self.sessions.close()
         if self.journal is not None:
@@ -261,12 +327,15 @@ class Engine:
             self.reload_config()
 
     def warn(self, source: str, message: str) -> None:
-        """Tell the operator: the log, a `warning` event, and the journal (kept with the runs)."""
+        """A warning for the operator: the engine log, the journal (events of kind `warning`) and
+        the event stream."""
         log.warning("%s: %s", source, message)
-        self.bus.publish(Notice(source, message), EventKind.WARNING)
-        self.record_event("warning", {"source": source, "message": message})
+        notice = Notice(source, message)
+        self.record_event("warning", notice.to_dict())
+        self.bus.publish(notice, EventKind.WARNING)
 
     def record_event(self, kind: str, data: JSONDict) -> None:
+        """Keep an engine event in the journal (when there is one)."""
         if self.journal is not None:
             self.journal.record_event(kind, data)
 

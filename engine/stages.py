@@ -9,10 +9,12 @@ from typing import Any
 
 from .activity import Activity
 from .bus import EventBus
-from .discovery import HookFile
-from .dispatch import Dispatcher, RunHook
+from .discovery import HookFile, Target
+from .dispatch import Dispatcher, HostStages, RunHook
+from .hcp import fired_stages
 from .journal import Journal
 from .protocol.records import HookRun, StageResult
+from .protocol.stages import HookProtocol
 from .workspace import Workspace
 
 History = Callable[[str], list[Any]]
@@ -23,15 +25,18 @@ class Stages:
     def __init__(
         self,
         workspace: Workspace,
-        hooks_for: Callable[[str], Sequence[HookFile]],
+        hooks_for: Callable[[str], Sequence[Target]],
         run_hook: RunHook,
         history: History,
         settle: Settle,
         journal: Journal | None,
         bus: EventBus,
         activity: Activity,
+        host_stages: HostStages = lambda session: fired_stages(),
+        protocol_of: Callable[[HookFile], HookProtocol] = lambda hook: HookProtocol.OPENCODE_EVOLVE,
     ) -> None:
-        self._dispatcher = Dispatcher(workspace, hooks_for, run_hook)
+        self._dispatcher = Dispatcher(workspace, hooks_for, run_hook, host_stages, protocol_of)
+        self._hooks_for = hooks_for
         self._history = history
         self._settle = settle
         self._journal = journal
@@ -45,18 +50,29 @@ class Stages:
         *,
         session: str | None = None,
         settle: bool = True,
+        turn: str | None = None,
+        hcp_context: dict[str, Any] | None = None,
     ) -> StageResult:
         """Run `stage` on every hook that handles it, merge, recover; journal it; commit what the
-        hooks changed (unless the caller commits itself: `settle=False`)."""
+        hooks changed (unless the caller commits itself: `settle=False`). `turn`: the user message
+        whose turn this is about (so that the operator can see a turn's runs together). hcp hooks get
+        `hcp_context` when it is given (engine.dispatch.Dispatcher.dispatch)."""
         history = self._history(session) if session is not None else None
         with self._activity.running():
-            result = await self._dispatcher.dispatch(stage, context, session=session, history=history)
+            result = await self._dispatcher.dispatch(
+                stage, context, session=session, history=history, hcp_context=hcp_context
+            )
+        result.turn = turn
         if self._journal is not None:
             self._journal.record_dispatch(result)
         self._bus.publish(result)
         if settle:
             self._settle(stage, session, result.started_at)
         return result
+
+    def handled(self, stage: str) -> bool:
+        """Whether some hook runs for `stage` (a stage nobody handles is not dispatched at all)."""
+        return bool(self._hooks_for(stage))
 
     async def call_one(
         self, hook: HookFile, stage: str, context: dict[str, Any], *, session: str | None

@@ -50,10 +50,21 @@ class EditFailed(ValueError):
     pass
 
 
+class HeartbeatControl(Protocol):
+    """What the heartbeat tools need of the heartbeat (engine.heartbeat.Heartbeat)."""
+
+    def describe(self) -> str: ...
+    def choose(
+        self, interval_ms: int | None, enabled: bool | None, reset: bool, session: str | None
+    ) -> str: ...
+    def history_text(self, limit: int) -> str: ...
+
+
 class ToolHost(Protocol):
     """What the builtins need from the engine."""
 
     workspace: Workspace
+    heartbeat: HeartbeatControl | None
 
     def hooks(self) -> list[HookFile]: ...
     def hook_tools(self) -> dict[str, HookTool]: ...

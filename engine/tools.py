@@ -20,7 +20,7 @@ from typing import Any
 
 from . import validation
 from .activity import Activity
-from .builtins import BUILTINS, dumps_result
+from .builtins import BUILTINS, HEARTBEAT_BUILTINS, dumps_result
 from .bus import EventBus
 from .commits import CommitFailed, Commits
 from .config import Config
@@ -29,9 +29,10 @@ from .hooks import HookRegistry
 from .journal import Journal
 from .protocol.events import EventKind
 from .protocol.records import HookRun, PendingChange, Provenance, ToolCall, ValidationRun, new_id
+from .protocol.stages import HookProtocol
 from .provenance import evidence, provenance
 from .schema import permission_patterns, validate_args
-from .toolhost import CallContext, EditFailed, ToolFailed
+from .toolhost import CallContext, EditFailed, HeartbeatControl, ToolFailed
 from .workspace import Workspace, write_atomic
 
 log = logging.getLogger("evolve.tools")
@@ -95,8 +96,17 @@ class Tools:
         self._journal = journal
         self._bus = bus
         self._activity = activity
+        # call id -> the result a before_tool hook gave for that call: the tool does not run.
+        self._presets: dict[str, str] = {}
+        self.heartbeat: HeartbeatControl | None = None  # set by the engine once its heartbeat exists
 
     # ---- what the agent sees ----------------------------------------------------------------
+
+    def builtins(self) -> dict[str, Any]:
+        """The builtins the agent gets: the 13, and hcp's heartbeat tools when a hook is an hcp hook."""
+        if any(r.protocol is HookProtocol.HCP for r in self.registry.registrations.values()):
+            return {**BUILTINS, **HEARTBEAT_BUILTINS}
+        return BUILTINS
 
     def specs(self) -> list[ToolSpec]:
         """Hook tools first, then the builtins, which win a name clash."""
@@ -109,7 +119,7 @@ class Tools:
                 tool.file,
                 tool.permission if isinstance(tool.permission, dict) else None,
             )
-        for b in BUILTINS.values():
+        for b in self.builtins().values():
             specs[b.name] = ToolSpec(
                 b.name,
                 b.description,
@@ -119,10 +129,20 @@ class Tools:
             )
         return list(specs.values())
 
-    def permission_request(self, name: str, args: dict[str, Any]) -> dict[str, Any] | None:
+    def preset(self, call_id: str, result: str) -> None:
+        """A before_tool hook answered this call with `result`: the tool will not run."""
+        if len(self._presets) >= 1000:
+            self._presets.pop(next(iter(self._presets)))
+        self._presets[call_id] = result
+
+    def permission_request(
+        self, name: str, args: dict[str, Any], call_id: str | None = None
+    ) -> dict[str, Any] | None:
         """What to ask opencode's permission system before running this call: `{permission,
-        patterns}`, or None when the tool asks nothing. `evolve_tool_invoke` asks exactly what the
-        invoked tool would ask."""
+        patterns}`, or None when the tool asks nothing (also when a hook already answered the call).
+        `evolve_tool_invoke` asks exactly what the invoked tool would ask."""
+        if call_id is not None and call_id in self._presets:
+            return None
         builtin = BUILTINS.get(name)
         if builtin is not None:
             if builtin.permission_arg:
@@ -153,6 +173,7 @@ class Tools:
         context: dict[str, Any] | None = None,
         permission: str | None = None,
         refused: str | None = None,
+        turn: str | None = None,
     ) -> ToolCall:
         """Run a tool exactly as the agent would: argument validation, the tool, its commit.
         `context`: what the agent said in its turn before the call (kept as the provenance of a
@@ -168,6 +189,7 @@ class Tools:
             call_id=call_id,
             permission=permission,
             context=context,
+            turn=turn,
         )
         started = time.perf_counter()
         self._bus.publish(call, EventKind.TOOL_CALL)
@@ -183,9 +205,14 @@ class Tools:
         )
         if self._journal is not None:
             self._journal.tool_call_started(call)  # ended by _finish; a crash leaves it "interrupted"
+        preset = self._presets.pop(call_id, None) if call_id else None
         with self._activity.running():
             try:
-                call.output = await self._run(name, args, ctx)
+                if preset is not None:
+                    call.output = preset
+                    call.changed_by.append("before_tool: result")
+                else:
+                    call.output = await self._run(name, args, ctx)
             except ToolFailed as exc:
                 call.output = str(exc)
                 call.error = call.output.partition("\n")[0]
@@ -239,7 +266,7 @@ class Tools:
         )
 
     async def _run(self, name: str, args: dict[str, Any], ctx: CallContext) -> str:
-        builtin = BUILTINS.get(name)
+        builtin = BUILTINS.get(name) or HEARTBEAT_BUILTINS.get(name)
         if builtin is not None:
             errors = validate_args(builtin.schema, args)
             if errors:

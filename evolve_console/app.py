@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,28 +21,53 @@ from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
-from textual.command import Hit, Hits, Provider
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import Button, Input, Switch
 from textual.worker import Worker, WorkerState
 
-from engine.protocol import HookRun, SessionInfo
+from engine.protocol import FileAtChange, HookRun, SessionInfo, StageResult, ToolCall
+from engine.protocol.records import ReplayProgress, ReplayResult
 
 from .client import EngineClient, EngineError, EngineGone, Target
 from .detail import DetailPane
-from .format import as_json, short
+from .diffmodel import FileDiff
+from .diffview import MIN_SPLIT, DiffView, prepare
+from .format import ago, as_json, clock_time, session_label, short
 from .keybar import KeyBar
+from .launch import LaunchError, engine_for
 from .line import Line
 from .model import ChangeEntry, ConsoleModel, Part, Update
-from .screens import ConfirmScreen, MoreScreen, ResultScreen, StageScreen
+from .palette import EvolveCommands
+from .replay import ReplayScreen, replay_line, replay_route
+from .screens import (
+    ConfirmScreen,
+    MoreScreen,
+    RejectScreen,
+    ResultScreen,
+    RevertChoice,
+    RevertScreen,
+    StageScreen,
+)
+from .section import Section
 from .table import KeyedTable
 from .textual_private import skip_own_layout
+from .turn import Turn, TurnScreen, turn_runs
 from .viewbar import ViewBar
-from .views import PAGES, VIEWS, ChangesView, HeartbeatView, RunsView, SessionsView, StagesView
+from .views import PAGES, VIEWS, ChangesView, HeartbeatView, RunsView, SessionsView, StagesView, ToolCallsView
 
 FLOOD = 100  # pending events per tick (a quarter second) above which repaints slow down
-LOAD_ORDER = (Part.STATUS, Part.RUNS, Part.STAGES, Part.SESSIONS, Part.CHANGES, Part.HEARTBEAT)
+# Sessions first: the other tables name sessions by their titles.
+LOAD_ORDER = (Part.STATUS, Part.SESSIONS, Part.RUNS, Part.STAGES, Part.CHANGES, Part.HEARTBEAT, Part.TOOLS)
+TABLES = {
+    "runs": "#runs-table",
+    "stages": "#stages-table",
+    "sessions": "#sessions-table",
+    "changes": "#changes-table",
+    "tools": "#tools-table",
+}
+LONG_ERROR = 120  # characters beyond which an error's toast stays until clicked away
+STAYS = 24 * 3600.0  # "until dismissed": a toast that long is gone only when clicked
 
 
 class ConnectionChanged(Message):
@@ -56,57 +82,20 @@ class ConnectionChanged(Message):
         return isinstance(message, ConnectionChanged)
 
 
-class EvolveCommands(Provider):
-    """Console actions in the command palette, with namespaced titles."""
-
-    COMMANDS: ClassVar[list[tuple[str, str, str]]] = [
-        ("heartbeat: fire now", "fire_heartbeat", "run one heartbeat tick now"),
-        ("heartbeat: pause or resume", "toggle_pause", "stop or restart the heartbeat timer"),
-        ("change: approve selected", "approve", "record an approval of the selected change in git"),
-        ("change: revert selected", "revert", "undo the selected change with a new commit"),
-        ("change: reject selected pending change", "reject", "drop a change that awaits review"),
-        ("stage: run by hand", "run_stage", "dispatch a stage to every hook with an input you edit"),
-        ("runs: follow new runs", "show_tab('runs');follow", "jump to the newest run and keep following"),
-        ("runs: failures only", "show_tab('runs');toggle_failures", "show only failed hook runs"),
-        *[(f"view: {label.lower()}", f"show_tab('{view}')", "") for view, _, label in VIEWS],
-    ]
-
-    async def search(self, query: str) -> Hits:
-        matcher = self.matcher(query)
-        app = self.app
-        assert isinstance(app, EvolveConsole)
-        for title, action, help_text in self.COMMANDS:
-            score = matcher.match(title)
-            if score > 0:
-                yield Hit(score, matcher.highlight(title), _runner(app, action), help=help_text)
-
-
-def _runner(app: App[Any], action: str) -> Callable[[], Any]:
-    async def run() -> None:
-        for step in action.split(";"):  # e.g. switch to a view, then act in it
-            await app.run_action(step)
-
-    return run
-
-
 class EvolveConsole(App[None]):
     CSS_PATH = str(Path(__file__).with_name("console.tcss"))  # also for subclasses elsewhere
     TITLE = "evolve"
     AUTO_FOCUS = "#runs-table"  # the arrow keys move through the runs at once
     COMMANDS = App.COMMANDS | {EvolveCommands}
     BINDINGS: ClassVar[list[BindingType]] = [
-        Binding(
-            "q",
-            "quit",
-            "Quit",
-            id="app.quit",
-            tooltip="Close the console (the engine keeps running)",
-        ),
+        Binding("q", "quit", "Quit", id="app.quit", tooltip="Close the console (the engine keeps running)"),
         # The view keys are shown in the view bar ("1 Hook runs"), not in the key bar.
         *[
             Binding(key, f"show_tab('{view}')", label, id=f"view.{view}", show=False)
             for view, key, label in VIEWS
         ],
+        Binding("enter", "open", "Open", id="nav.open", tooltip="Open what the selected row leads to"),
+        Binding("escape", "go_back", "Back", id="nav.back", tooltip="Back to where enter came from"),
         Binding("f", "fire_heartbeat", "Fire", id="heartbeat.fire", tooltip="Run one heartbeat tick now"),
         Binding(
             "p", "toggle_pause", "Pause/resume", id="heartbeat.pause", tooltip="Pause or resume the timer"
@@ -115,7 +104,49 @@ class EvolveConsole(App[None]):
         Binding(
             "r", "revert", "Revert", id="change.revert", tooltip="Revert the selected change (asks first)"
         ),
-        Binding("d", "reject", "Reject", id="change.reject", tooltip="Reject the selected pending change"),
+        Binding(
+            "d",
+            "reject",
+            "Reject",
+            id="change.reject",
+            tooltip="Reject the selected pending change (asks why)",
+        ),
+        Binding(
+            "e",
+            "replay",
+            "Replay",
+            id="change.replay",
+            tooltip="Replay the selected change on recorded traffic: what it changes for the agent",
+        ),
+        # Reading a diff (self-modifications view).
+        Binding(
+            "w",
+            "diff_wide",
+            "Wide",
+            id="diff.wide",
+            tooltip="The diff at the full width, the table out of the way",
+        ),
+        Binding(
+            "v",
+            "diff_split",
+            "Split",
+            id="diff.side_by_side",
+            tooltip=f"Old and new side by side (needs {MIN_SPLIT} columns), or unified",
+        ),
+        Binding(
+            "o",
+            "diff_file",
+            "File",
+            id="diff.file",
+            tooltip="The whole file at this change with its changes marked, or back to the diff",
+        ),
+        Binding(
+            "n",
+            "toggle_needs_review",
+            "Needs review",
+            id="change.needs-review",
+            tooltip="Show only what needs review",
+        ),
         Binding("s", "run_stage", "Run stage", id="stage.run", tooltip="Dispatch a stage by hand"),
         Binding("g", "follow", "Follow", id="runs.follow", tooltip="Jump to the newest row and follow"),
         Binding("x", "toggle_failures", "Failures", id="runs.failures", tooltip="Show only failed runs"),
@@ -123,12 +154,24 @@ class EvolveConsole(App[None]):
             "slash", "focus_filter", "Filter", id="runs.filter", tooltip="Filter runs by stage, hook, session"
         ),
         Binding(
-            "m", "more", "More", id="detail.more", tooltip="See the selected run's truncated fields in full"
+            "t", "toggle_schemas", "Schemas", id="sessions.schemas", tooltip="The tools offered, with schemas"
+        ),
+        Binding("m", "more", "More", id="detail.more", tooltip="See a truncated field in full"),
+        Binding(
+            "c", "problems", "Problems", id="engine.problems", tooltip="The engine's config errors in full"
+        ),
+        Binding(
+            "E", "start_engine", "Start engine", id="engine.start", tooltip="Start the workspace's engine"
         ),
     ]
 
     def __init__(
-        self, target: Target, *, clock: Callable[[], float] = time.time, poll_s: float = 5.0
+        self,
+        target: Target,
+        *,
+        clock: Callable[[], float] = time.time,
+        poll_s: float = 5.0,
+        bell: bool | None = None,
     ) -> None:
         super().__init__()
         # No animations (scrolling jumps): a console that follows a flood of runs needs its frames
@@ -138,8 +181,18 @@ class EvolveConsole(App[None]):
         self.client = EngineClient(target)
         self.clock = clock
         self.poll_s = poll_s
+        # The terminal bell on what needs the operator (a change held for review, a hook that starts
+        # failing); EVOLVE_CONSOLE_BELL=0 (or --no-bell) keeps it quiet, the toast stays.
+        self.bell_on = bell if bell is not None else os.environ.get("EVOLVE_CONSOLE_BELL", "1") != "0"
         self.model = ConsoleModel()
         self.run_detail: HookRun | None = None  # the selected run, in full
+        self.session_detail: SessionInfo | None = None  # the selected session, with its history
+        self.schemas_open = False  # the sessions view shows the tools' schemas
+        self.needs_review_only = False  # the changes view shows only what needs review
+        self.trail: list[tuple[str, str | None]] = []  # (view, selected key) to go back to
+        self.down_since: float | None = None  # when the engine stopped answering
+        self.heard_at: float | None = None  # when the engine last answered
+        self._titles: dict[str, str | None] = {}  # the session titles the tables were drawn with
         self._ticks = 0
         self.first_load = asyncio.Event()
         self.shown = "runs"  # the view on screen
@@ -183,13 +236,14 @@ class EvolveConsole(App[None]):
                 delay = 0.5
                 async for event in self.client.events(since):
                     self.model.receive(event)
+                    self.heard_at = self.clock()
                     if event.seq % 20 == 0:
                         # Buffered events arrive without the loop ever waiting: let keys and
                         # repaints in between.
                         await asyncio.sleep(0)
                 raise EngineGone("the event stream ended")
             except (EngineGone, EngineError) as exc:
-                self.post_message(ConnectionChanged(False, f"{exc}; retrying"))
+                self.post_message(ConnectionChanged(False, str(exc)))
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 await self.rediscover()
@@ -206,6 +260,7 @@ class EvolveConsole(App[None]):
         """Everything from the journal and git, so history survives console and engine restarts."""
         for part in LOAD_ORDER:
             await self.reload(part, draw=part is not Part.STATUS)
+        self.heard_at = self.clock()
         self.render_connection()
         if not self.first_load.is_set():
             # The widgets, styles and history loaded so far live as long as the console. Without
@@ -222,40 +277,69 @@ class EvolveConsole(App[None]):
         route, params = self.model.query(part)
         since = self.model.applied_seq
         data = await self.client.get(route, **params)
+        self.heard_at = self.clock()
         if self.model.apply_reload(part, data, since=since) and draw:
             self.draw(part)
 
     def on_connection_changed(self, message: ConnectionChanged) -> None:
+        if message.connected:
+            self.down_since = None
+        elif self.down_since is None:
+            self.down_since = self.clock()
         self.model.set_connection(message.connected, message.detail)
         self.render_connection()
+        self.draw(Part.HEARTBEAT)
+        self.refresh_bindings()
+
+    # ---- naming ---------------------------------------------------------------------------------
+
+    def name_session(self, session: str | None) -> str:
+        """A session as the tables name it: its title, else the end of its id."""
+        found = self.model.sessions.get(session) if session else None
+        return session_label(session, found.title if found else None)
 
     # ---- drawing the model ------------------------------------------------------------------
 
     def draw(self, part: Part) -> None:
         """Show `part` as the model holds it now."""
         model = self.model
+        name = self.name_session
         if part is Part.RUNS:
             self.query_one("#runs-table", KeyedTable).replace_all(
-                [RunsView.row(r) for r in model.runs.values()]
+                [RunsView.row(r, name) for r in model.runs.values()]
             )
+            self._drop_stale_run()
             self.render_counts()
         elif part is Part.COUNTS:
             self.render_counts()
         elif part is Part.STAGES:
             self.query_one("#stages-table", KeyedTable).replace_all(
-                [StagesView.row(d) for d in model.dispatches.values()]
+                [StagesView.row(d, name) for d in model.dispatches.values()]
             )
         elif part is Part.SESSIONS:
             self._draw_rows("#sessions-table", [SessionsView.row(s) for s in model.sessions.values()])
+            self._refresh_session_detail()
+            titles = {sid: s.title for sid, s in model.sessions.items()}
+            if titles != self._titles:  # the other tables name sessions by title: name them anew
+                self._titles = titles
+                for named in (Part.RUNS, Part.STAGES, Part.TOOLS, Part.CHANGES):
+                    self.draw(named)
         elif part is Part.CHANGES:
             view = self.query_one(ChangesView)
-            self._draw_rows("#changes-table", [view.row(c) for c in model.changes.values()])
+            shown = [c for c in model.changes.values() if c.needs_review or not self.needs_review_only]
+            self._draw_rows("#changes-table", [view.row(c, name) for c in shown])
+            self.render_badges()
             self.refresh_bindings()
         elif part is Part.HEARTBEAT:
             if model.heartbeat is not None:
-                self.query_one(HeartbeatView).show_status(model.heartbeat, self.clock())
+                as_of = None if model.connected else self.heard_at
+                self.query_one(HeartbeatView).show_status(model.heartbeat, self.clock(), as_of)
         elif part is Part.STATUS:
             self.render_connection()
+        elif part is Part.TOOLS:
+            self.query_one("#tools-table", KeyedTable).replace_all(
+                [ToolCallsView.row(c, name) for c in model.tool_calls.values()]
+            )
 
     def _draw_rows(self, table_id: str, rows: list[tuple[str, list[Any]]]) -> None:
         """All rows of a table anew, moving none that stays (a reload of sessions or changes)."""
@@ -266,28 +350,47 @@ class EvolveConsole(App[None]):
             table.upsert(rows)
 
     def render_connection(self) -> None:
+        """The top bar: the engine, opencode, the workspace, and the engine's problems. While the
+        engine does not answer, what only it knew is shown as last known, dimmed, with its time."""
         model = self.model
+        now = self.clock()
         text = Text(no_wrap=True, overflow="ellipsis")
         if model.connected:
             text.append(" engine ● connected ", style="bold reverse green")
         else:
-            text.append(" engine ○ disconnected ", style="bold reverse red")
-        text.append(f" {short(model.detail, 70)}  ")
+            down = f" for {ago(now - self.down_since)}" if self.down_since else ""
+            text.append(f" engine ○ down{down} ", style="bold reverse red")
+        workspace = (model.status.workspace if model.status else None) or self.target.workspace
+        if workspace:
+            text.append(f" {workspace} ", style="bold")
+        if not model.connected:
+            if self.target.workspace:
+                text.append(
+                    f" start it: evolve serve --workspace {self.target.workspace} (or E) ", style="yellow"
+                )
+            else:
+                text.append(f" {short(model.detail, 80)} ", style="yellow")
         opencode = model.status.opencode if model.status else []
+        stale = Text.assemble(
+            (f" (as of {clock_time(self.heard_at)} UTC)", "dim") if self.heard_at else ("", "")
+        )
         if opencode:
             modes = ", ".join(sorted({str(c.mode) for c in opencode}))
-            text.append(f" opencode ● {len(opencode)} connected ({modes}) ", style="bold reverse green")
+            style = "bold reverse green" if model.connected else "dim reverse"
+            text.append(f" opencode ● {len(opencode)} connected ({modes}) ", style=style)
         else:
-            text.append(" opencode ○ not connected ", style="bold reverse yellow")
+            style = "bold reverse yellow" if model.connected else "dim reverse"
+            text.append(" opencode ○ not connected ", style=style)
+        if not model.connected and model.status is not None:
+            text.append_text(stale)
+        if model.connected:
+            text.append(f"  {model.detail}", style="dim")
         errors = model.status.config_errors if model.status else []
         if errors:
             text.append(
-                f"  config: {len(errors)} errors (last good config in use): {short(errors[0], 60)}",
+                f"  config: {len(errors)} error{'s' if len(errors) > 1 else ''}, last good config in use (c: read)",
                 style="bold red",
             )
-        workspace = (model.status.workspace if model.status else None) or self.target.workspace
-        if workspace:
-            text.append(f"  workspace {workspace}", style="dim")
         self.query_one("#connection", Line).show(text)
 
     def render_counts(self) -> None:
@@ -300,6 +403,23 @@ class EvolveConsole(App[None]):
         if not table.following and table.unseen:
             text += f"  · +{table.unseen:,} new (g to follow)"
         self.query_one("#runs-status", Line).show(text)
+
+    def render_badges(self) -> None:
+        """What waits for the operator, beside each view's label."""
+        model = self.model
+        if self.shown == "runs":
+            model.looked_at_runs()
+        badges = {}
+        if model.failed_unseen:
+            badges["runs"] = f"{model.failed_unseen} failed"
+        waiting = [
+            f"{n} {what}"
+            for n, what in ((model.pending_count, "pending"), (model.unreviewed_count, "unreviewed"))
+            if n
+        ]
+        if waiting:
+            badges["changes"] = " · ".join(waiting)
+        self.query_one(ViewBar).set_badges(badges)
 
     # ---- applying events in batches ---------------------------------------------------------
 
@@ -316,19 +436,47 @@ class EvolveConsole(App[None]):
 
     def _show(self, update: Update) -> None:
         for severity, notice in update.notices:
-            self.notify(
-                short(f"{notice.source}: {notice.message}", 300),
-                severity="error" if severity == "error" else "warning",
-                timeout=8,
+            self.toast(
+                f"{notice.source}: {notice.message}", severity="error" if severity == "error" else "warning"
             )
+        for alert in update.alerts:
+            self.toast(alert, severity="warning", timeout=12)
+            if self.bell_on:
+                self.bell()
+        name = self.name_session
         with self.batch_update():
             if update.runs:
-                self.query_one("#runs-table", KeyedTable).upsert([RunsView.row(r) for r in update.runs])
+                self.query_one("#runs-table", KeyedTable).upsert([RunsView.row(r, name) for r in update.runs])
             if update.stages:
-                self.query_one("#stages-table", KeyedTable).upsert([StagesView.row(d) for d in update.stages])
-            for part in update.redraw - {Part.RUNS, Part.STAGES}:
+                self.query_one("#stages-table", KeyedTable).upsert(
+                    [StagesView.row(d, name) for d in update.stages]
+                )
+            if update.tools:
+                self.query_one("#tools-table", KeyedTable).upsert(
+                    [ToolCallsView.row(c, name) for c in update.tools]
+                )
+            for part in update.redraw - {Part.RUNS, Part.STAGES, Part.TOOLS}:
                 self.draw(part)
             self.render_counts()
+            self.render_badges()
+        if update.replays:
+            self._show_replays(update)
+
+    def _show_replays(self, update: Update) -> None:
+        """Replay events to the replay screen open, and the end of one to the selected change."""
+        screen = self.screen
+        for record in update.replays:
+            if isinstance(screen, ReplayScreen):
+                screen.follow(record)
+        selected = self.selected_change()
+        ended = {r.target for r in update.replays if not isinstance(r, ReplayProgress)}
+        if selected is not None and (selected.pending_id or selected.key) in ended:
+            self.load_change(selected)
+
+    def toast(self, message: str, severity: str = "information", timeout: float = 8.0) -> None:
+        """A notification; a long error stays until clicked away, so that it can be read whole."""
+        long = severity == "error" and len(message) > LONG_ERROR
+        self.notify(short(message, 2000), severity=severity, timeout=STAYS if long else timeout)  # type: ignore[arg-type]
 
     def _reload_stale(self) -> None:
         parts = self.model.take_reloads()
@@ -337,7 +485,15 @@ class EvolveConsole(App[None]):
 
     @work(group="refresh", exit_on_error=False)
     async def refresh_parts(self, parts: set[Part]) -> None:
-        for part in (Part.RUNS, Part.STAGES, Part.SESSIONS, Part.CHANGES, Part.HEARTBEAT, Part.STATUS):
+        for part in (
+            Part.RUNS,
+            Part.STAGES,
+            Part.SESSIONS,
+            Part.CHANGES,
+            Part.HEARTBEAT,
+            Part.STATUS,
+            Part.TOOLS,
+        ):
             if part in parts:
                 await self.reload(part)
 
@@ -354,7 +510,9 @@ class EvolveConsole(App[None]):
     def tick_clock(self) -> None:
         with contextlib.suppress(NoMatches):  # the console is closing
             if self.model.heartbeat and self.shown == "heartbeat":
-                self.query_one(HeartbeatView).show_status(self.model.heartbeat, self.clock())
+                self.draw(Part.HEARTBEAT)
+            if not self.model.connected:
+                self.render_connection()  # how long the engine has been down
             self.render_counts()
 
     # ---- selection and details --------------------------------------------------------------
@@ -369,13 +527,20 @@ class EvolveConsole(App[None]):
         await asyncio.sleep(0.05)  # cursor moving fast: only the row it stops on is fetched
         run = HookRun.from_dict(await self.client.get(f"/v1/runs/{run_id}"))
         self.run_detail = run
-        self.query_one(RunsView).show_run(run)
+        self.query_one(RunsView).show_run(run, self.name_session)
+
+    def _drop_stale_run(self) -> None:
+        """The selected run is no longer listed (a filter): its details go too."""
+        table = self.query_one("#runs-table", KeyedTable)
+        if self.run_detail is not None and self.run_detail.id not in table.rows:
+            self.run_detail = None
+            self.query_one("#run-detail", DetailPane).show(Text("select a run"), [])
 
     @on(KeyedTable.RowHighlighted, "#stages-table")
     def stage_highlighted(self, event: KeyedTable.RowHighlighted) -> None:
         d = self.model.dispatches.get(event.key)
         if d:
-            self.query_one(StagesView).show_dispatch(d)
+            self.query_one(StagesView).show_dispatch(d, self.name_session)
 
     @on(KeyedTable.RowHighlighted, "#sessions-table")
     def session_highlighted(self, event: KeyedTable.RowHighlighted) -> None:
@@ -384,7 +549,21 @@ class EvolveConsole(App[None]):
     @work(exclusive=True, group="session-detail", exit_on_error=False)
     async def load_session(self, session_id: str) -> None:
         session = SessionInfo.from_dict(await self.client.get(f"/v1/sessions/{session_id}"))
-        self.query_one(SessionsView).show_session(session)
+        self.session_detail = session
+        self.query_one(SessionsView).show_session(session, self.schemas_open)
+
+    def _refresh_session_detail(self) -> None:
+        """The selected session changed (busy, tokens, a notification): show it anew."""
+        key = self.query_one("#sessions-table", KeyedTable).selected_key()
+        known = self.model.sessions.get(key) if key else None
+        shown = self.session_detail
+        if (
+            known is not None
+            and shown is not None
+            and shown.id == key
+            and known.updated_at != shown.updated_at
+        ):
+            self.load_session(key)
 
     @on(KeyedTable.RowHighlighted, "#changes-table")
     def change_highlighted(self, event: KeyedTable.RowHighlighted) -> None:
@@ -395,12 +574,27 @@ class EvolveConsole(App[None]):
 
     @work(exclusive=True, group="change-detail", exit_on_error=False)
     async def load_change(self, change: ChangeEntry) -> None:
+        view = self.query_one(ChangesView)
+        try:
+            replay: ReplayResult | None = ReplayResult.from_dict(await self.client.get(replay_route(change)))
+        except EngineError:
+            replay = None  # none yet
+        extra = replay_line(replay)
+        # A diff is parsed and measured in a thread: 2 MB of it takes a few hundred milliseconds.
         if change.pending_id:
             pending = await self.client.get(f"/v1/pending/{change.pending_id}")
-            self.query_one(ChangesView).show_change(change, pending.get("diff") or "", False)
+            prepared = await asyncio.to_thread(prepare, pending.get("diff") or "")
+            view.show_change(change, prepared, False, self.name_session, extra)
         else:
             diff = await self.client.get(f"/v1/changes/{change.key}/diff")
-            self.query_one(ChangesView).show_change(change, diff["diff"], diff.get("truncated", False))
+            prepared = await asyncio.to_thread(prepare, diff["diff"])
+            view.show_change(change, prepared, diff.get("truncated", False), self.name_session, extra)
+
+    @on(KeyedTable.RowHighlighted, "#tools-table")
+    def tool_highlighted(self, event: KeyedTable.RowHighlighted) -> None:
+        call = self.model.tool_calls.get(event.key)
+        if call is not None:
+            self.query_one(ToolCallsView).show_call(call, self.name_session)
 
     # ---- filters ----------------------------------------------------------------------------
 
@@ -414,7 +608,7 @@ class EvolveConsole(App[None]):
     async def apply_filters(self) -> None:
         await self.reload(Part.RUNS)
 
-    # ---- actions ----------------------------------------------------------------------------
+    # ---- views and navigation ---------------------------------------------------------------
 
     def action_show_tab(self, tab: str) -> None:
         old, new = self.query_one(f"#{self.shown}"), self.query_one(f"#{tab}")
@@ -427,16 +621,124 @@ class EvolveConsole(App[None]):
             self.screen.refresh(layout=True, repaint=False)  # the layout repaints what it moved
             self.query_one(ViewBar).shown = tab
             self.refresh_bindings()
-            if self.model.heartbeat and tab == "heartbeat":
-                self.query_one(HeartbeatView).show_status(self.model.heartbeat, self.clock())
+            if tab == "heartbeat":
+                self.draw(Part.HEARTBEAT)
+            if tab == "runs":
+                self.render_badges()  # the failures are seen now
         # The focus goes with the view, in the same frame (every focus change repaints the whole
         # screen); a widget of a hidden view must not keep it.
-        tables = new.query(KeyedTable)
-        self.screen.set_focus(tables.first() if tables else None)
+        # (A view's table, or its diff when the diff takes the full width.)
+        self.screen.set_focus(next((w for w in new.query("KeyedTable, DiffView") if w.display), None))
 
     @on(ViewBar.Selected)
     def view_selected(self, event: ViewBar.Selected) -> None:
         self.action_show_tab(event.view)
+
+    def selected_key(self, view: str | None = None) -> str | None:
+        table_id = TABLES.get(view or self.shown)
+        return self.query_one(table_id, KeyedTable).selected_key() if table_id else None
+
+    def go(self, view: str, key: str | None) -> None:
+        """Show `view` with the row `key` selected; escape comes back here."""
+        self.trail.append((self.shown, self.selected_key()))
+        self._show_row(view, key)
+
+    def _show_row(self, view: str, key: str | None) -> None:
+        self.action_show_tab(view)
+        table_id = TABLES.get(view)
+        if key is None or table_id is None:
+            return
+        table = self.query_one(table_id, KeyedTable)
+        if key in table.rows:
+            table.move_cursor(row=table.get_row_index(key))
+        else:
+            self.toast(f"{key} is not among the rows shown in this view", severity="warning", timeout=5)
+
+    def action_open(self) -> None:
+        """Enter: a change opens the turn that made it; a run or a tool call opens its session."""
+        view, key = self.shown, self.selected_key()
+        if key is None:
+            return
+        if view == "changes":
+            change = self.model.changes.get(key)
+            if change is not None:
+                self.open_turn(change)
+        elif view in ("runs", "tools", "stages"):
+            self.action_open_session()
+
+    def action_open_session(self) -> None:
+        view, key = self.shown, self.selected_key()
+        session: str | None = None
+        if view == "runs" and self.run_detail is not None and self.run_detail.id == key:
+            session = self.run_detail.session
+        elif view == "runs" and key in self.model.runs:
+            session = self.model.runs[key].session
+        elif view == "tools" and key in self.model.tool_calls:
+            session = self.model.tool_calls[key].session
+        elif view == "stages" and key in self.model.dispatches:
+            session = self.model.dispatches[key].session
+        elif view == "changes" and key in self.model.changes:
+            session = self.model.changes[key].session
+        if not session:
+            self.toast("no session here", severity="warning", timeout=4)
+        elif session not in self.model.sessions:
+            self.toast(f"the engine knows no session {session}", severity="warning", timeout=5)
+        else:
+            self.go("sessions", session)
+
+    def action_go_back(self) -> None:
+        """Escape: out of a filter field, else back to where the last enter came from."""
+        focused = self.focused
+        if isinstance(focused, Input):
+            self.screen.set_focus(self.query_one(TABLES[self.shown], KeyedTable))
+            return
+        if self.trail:
+            view, key = self.trail.pop()
+            self._show_row(view, key)
+
+    @work(group="actions", exit_on_error=False)
+    async def open_turn(self, change: ChangeEntry) -> None:
+        """The turn that made a change: its call, its hook runs, its session, on a screen."""
+        session = change.session
+        if not session:
+            self.toast("this change was not made by the agent in a session", severity="warning", timeout=5)
+            return
+        calls = [
+            ToolCall.from_dict(c)
+            for c in (await self.client.get("/v1/tool-calls", session=session, limit=500))["tool_calls"]
+        ]
+        call_id = (change.provenance.call_id if change.provenance else None) or change.trailers.get("call")
+        call = next(
+            (
+                c
+                for c in calls
+                if (change.sha and c.commit == change.sha) or (call_id and c.call_id == call_id)
+            ),
+            None,
+        )
+        runs = [
+            HookRun.from_dict(r)
+            for r in reversed((await self.client.get("/v1/runs", session=session, limit=1000))["runs"])
+        ]
+        dispatches = [
+            StageResult.from_dict(d)
+            for d in (await self.client.get("/v1/dispatches", session=session, limit=1000))["dispatches"]
+        ]
+        at = call.started_at if call else (change.provenance.at if change.provenance else change.time or 0.0)
+        try:
+            info: SessionInfo | None = SessionInfo.from_dict(await self.client.get(f"/v1/sessions/{session}"))
+        except EngineError:
+            info = None
+        turn = Turn(change, call, turn_runs(runs, dispatches, call.turn if call else None, at), info)
+
+        def done(where: tuple[str, str] | None) -> None:
+            if where is not None:
+                view = "runs" if where[0] == "run" else "sessions"
+                self.go(view, where[1])
+
+        self.push_screen(TurnScreen(turn), done)
+
+    # ---- what a key can do where ------------------------------------------------------------
 
     def selected_change(self) -> ChangeEntry | None:
         if self.shown != "changes":
@@ -448,14 +750,34 @@ class EvolveConsole(App[None]):
         # Keys that only mean something in some views are shown only there.
         tab = self.shown
         if action in ("follow", "toggle_failures"):
-            return tab == "runs" or (action == "follow" and tab in ("stages", "changes"))
+            return tab == "runs" or (action == "follow" and tab in ("stages", "changes", "tools"))
         if action == "more":
-            return tab in ("runs", "stages", "sessions")
-        if action in ("approve", "revert", "reject"):
+            return tab in ("runs", "stages", "sessions", "heartbeat", "tools")
+        if action == "toggle_schemas":
+            return tab == "sessions"
+        if action == "toggle_needs_review":
+            return tab == "changes"
+        if action in ("diff_wide", "diff_split", "diff_file"):
+            if tab != "changes":
+                return False
+            return action != "diff_file" or self.selected_change() is not None or None
+        if action == "open":
+            return tab in ("runs", "tools", "changes", "stages")
+        if action == "go_back":
+            return bool(self.trail) or isinstance(self.focused, Input)
+        if action == "problems":
+            return bool(
+                self.model.status and (self.model.status.config_errors or self.model.status.config_warnings)
+            )
+        if action == "start_engine":
+            return not self.model.connected and self.target.workspace is not None
+        if action in ("approve", "revert", "reject", "replay"):
             change = self.selected_change()
             if change is None:
                 return None if tab == "changes" else False
-            if action == "reject" and not change.pending_id:
+            if action == "reject" and not change.awaits_decision:
+                return None
+            if action == "approve" and change.pending_id and not change.awaits_decision:
                 return None
             if action == "revert" and not change.revertible:
                 return None
@@ -465,11 +787,15 @@ class EvolveConsole(App[None]):
         super().refresh_bindings()
         try:
             change = self.selected_change()
-            self.query_one("#change-approve", Button).disabled = change is None
+            self.query_one("#change-approve", Button).disabled = change is None or (
+                change.pending_id is not None and not change.awaits_decision
+            )
             self.query_one("#change-revert", Button).disabled = change is None or not change.revertible
-            self.query_one("#change-reject", Button).disabled = change is None or not change.pending_id
-        except Exception:
+            self.query_one("#change-reject", Button).disabled = change is None or not change.awaits_decision
+        except NoMatches:
             pass  # not mounted yet
+
+    # ---- the heartbeat ----------------------------------------------------------------------
 
     @on(Button.Pressed, "#hb-fire")
     def action_fire_heartbeat(self) -> None:
@@ -480,10 +806,9 @@ class EvolveConsole(App[None]):
     async def fire_heartbeat(self) -> None:
         result = (await self.client.post("/v1/heartbeat/fire", timeout=3600))["result"]
         reason = f": {result['reason']}" if result.get("reason") else ""
-        self.notify(
+        self.toast(
             f"heartbeat {result['outcome']}{reason}",
             severity="information" if result["outcome"] == "ok" else "warning",
-            timeout=8,
         )
         await self.reload(Part.HEARTBEAT)
 
@@ -501,60 +826,99 @@ class EvolveConsole(App[None]):
         self.draw(Part.HEARTBEAT)
         self.notify("heartbeat resumed" if paused else "heartbeat paused", timeout=3)
 
+    # ---- changes ----------------------------------------------------------------------------
+
     @on(Button.Pressed, "#change-approve")
     def action_approve(self) -> None:
         change = self.selected_change()
-        if change is not None:
+        if change is None:
+            return
+        if change.state == "reverted":
+
+            def confirmed(yes: bool | None) -> None:
+                if yes:
+                    self.approve_change(change)
+
+            self.push_screen(
+                ConfirmScreen(
+                    f"Approve “{short(change.subject, 50)}”, which was reverted?",
+                    f"It was undone by {str(change.reverted_by)[:10]}; approving it records that you "
+                    "looked at it and found it good. It stays reverted.",
+                ),
+                confirmed,
+            )
+        else:
             self.approve_change(change)
 
     @work(group="actions", exit_on_error=False)
     async def approve_change(self, change: ChangeEntry) -> None:
         if change.pending_id:
             await self.client.post(f"/v1/pending/{change.pending_id}/approve")
-            self.notify(f"installed: {change.subject}", timeout=5)
+            self.notify(f"approved and installed: {change.subject}", timeout=5)
         else:
             await self.client.post(f"/v1/changes/{change.key}/approve")
-            self.notify(f"approved {change.key[:10]}", timeout=5)
+            self.notify(f"approved {change.key[:10]}: {change.subject}", timeout=5)
         await self.reload(Part.CHANGES)
 
     @on(Button.Pressed, "#change-revert")
     def action_revert(self) -> None:
         change = self.selected_change()
-        if change is None or change.pending_id:
-            return
-        question = f"Revert {change.key[:10]} “{short(change.subject, 60)}”?"
-        detail = (
-            "A new commit undoes it (history is kept); hooks and prompts reload at once.\nFiles: "
-            + ", ".join(change.files)
-        )
-
-        def confirmed(yes: bool | None) -> None:
-            if yes:
-                self.revert_change(change)
-
-        self.push_screen(ConfirmScreen(question, detail), confirmed)
+        if change is not None and change.revertible:
+            self.ask_revert(change)
 
     @work(group="actions", exit_on_error=False)
-    async def revert_change(self, change: ChangeEntry) -> None:
+    async def ask_revert(self, change: ChangeEntry) -> None:
+        impact = await self.client.get(f"/v1/changes/{change.key}/impact")
+        question = f"Revert {change.key[:10]} “{short(change.subject, 60)}”?"
+
+        def chosen(choice: RevertChoice | None) -> None:
+            if choice is not None:
+                self.revert_change(change, choice)
+
+        self.push_screen(RevertScreen(question, change.files, impact, self.name_session), chosen)
+
+    @work(group="actions", exit_on_error=False)
+    async def revert_change(self, change: ChangeEntry, choice: RevertChoice) -> None:
+        body = {"refresh": choice.refresh, "together": choice.together}
         try:
-            result = await self.client.post(f"/v1/changes/{change.key}/revert")
+            result = await self.client.post(f"/v1/changes/{change.key}/revert", body)
         except EngineError as exc:
-            self.notify(str(exc), title="revert refused", severity="error", timeout=12)
+            self.toast(f"revert refused: {exc}", severity="error")
             return
-        self.notify(f"reverted {change.key[:10]} as {result['sha'][:10]}", timeout=6)
+        refreshed = result.get("refreshed") or []
+        also = f", {len(refreshed)} session(s) refreshed" if refreshed else ""
+        self.notify(f"reverted {change.key[:10]} with {result['sha'][:10]}{also}", timeout=6)
         await self.reload(Part.CHANGES)
 
     @on(Button.Pressed, "#change-reject")
     def action_reject(self) -> None:
         change = self.selected_change()
-        if change is not None and change.pending_id:
-            self.reject_change(change)
+        if change is None or not change.awaits_decision:
+            return
+
+        def reason(given: str | None) -> None:
+            if given is not None:
+                self.reject_change(change, given)
+
+        self.push_screen(RejectScreen(change.subject), reason)
 
     @work(group="actions", exit_on_error=False)
-    async def reject_change(self, change: ChangeEntry) -> None:
-        await self.client.post(f"/v1/pending/{change.pending_id}/reject")
+    async def reject_change(self, change: ChangeEntry, reason: str) -> None:
+        await self.client.post(f"/v1/pending/{change.pending_id}/reject", {"reason": reason or None})
         self.notify(f"rejected: {change.subject}", timeout=5)
         await self.reload(Part.CHANGES)
+
+    def action_replay(self) -> None:
+        change = self.selected_change()
+        if change is not None:
+            self.push_screen(ReplayScreen(lambda: self.client, change))
+
+    def action_toggle_needs_review(self) -> None:
+        self.needs_review_only = not self.needs_review_only
+        self.draw(Part.CHANGES)
+        self.notify("only what needs review" if self.needs_review_only else "every change", timeout=2)
+
+    # ---- other actions ----------------------------------------------------------------------
 
     def action_run_stage(self) -> None:
         def chosen(request: dict[str, Any] | None) -> None:
@@ -578,9 +942,7 @@ class EvolveConsole(App[None]):
         self.push_screen(ResultScreen(summary, as_json(result.get("merged"))))
 
     def action_follow(self) -> None:
-        table_id = {"runs": "#runs-table", "stages": "#stages-table", "changes": "#changes-table"}.get(
-            self.shown
-        )
+        table_id = TABLES.get(self.shown)
         if table_id:
             self.query_one(table_id, KeyedTable).follow()
             self.render_counts()
@@ -593,10 +955,22 @@ class EvolveConsole(App[None]):
         self.action_show_tab("runs")
         self.screen.set_focus(self.query_one("#filter-stage", Input))
 
+    def action_toggle_schemas(self) -> None:
+        self.schemas_open = not self.schemas_open
+        if self.session_detail is not None:
+            self.query_one(SessionsView).show_session(self.session_detail, self.schemas_open)
+
     def action_more(self) -> None:
-        pane = {"runs": "#run-detail", "stages": "#stage-detail", "sessions": "#session-detail"}.get(
-            self.shown
-        )
+        if self.shown == "heartbeat":
+            section = self.query_one("#hb-last", Section)
+            self.push_screen(MoreScreen("last tick", section.full_text))
+            return
+        pane = {
+            "runs": "#run-detail",
+            "stages": "#stage-detail",
+            "sessions": "#session-detail",
+            "tools": "#tool-detail",
+        }.get(self.shown)
         if pane is None:
             return
         truncated = self.query_one(pane, DetailPane).truncated
@@ -605,6 +979,97 @@ class EvolveConsole(App[None]):
             return
         self.push_screen(MoreScreen(truncated[0].title, truncated[0].text))
 
+    def action_problems(self) -> None:
+        status = self.model.status
+        if status is None:
+            return
+        lines = [f"error: {e}" for e in status.config_errors] + [
+            f"warning: {w}" for w in status.config_warnings
+        ]
+        self.push_screen(MoreScreen("the engine's configuration problems", "\n\n".join(lines) or "(none)"))
+
+    @on(Line.Clicked, "#connection")
+    def connection_clicked(self) -> None:
+        if self.check_action("problems", ()):
+            self.action_problems()
+
+    def action_start_engine(self) -> None:
+        if self.target.workspace and not self.model.connected:
+            self.notify(f"starting the engine for {self.target.workspace}…", timeout=4)
+            self.start_engine()
+
+    @work(group="actions", exit_on_error=False, thread=True)
+    def start_engine(self) -> None:
+        try:
+            engine_for(Path(str(self.target.workspace)), create=False)
+        except LaunchError as exc:
+            self.call_from_thread(self.toast, str(exc), "error")
+
+    # ---- reading a diff (self-modifications) --------------------------------------------------
+
+    def action_diff_wide(self) -> None:
+        view = self.query_one(ChangesView)
+        view.set_wide(not view.wide)
+
+    def action_diff_split(self) -> None:
+        view = self.query_one(ChangesView)
+        diff = self.query_one("#change-detail", DiffView)
+        if diff.split:
+            diff.set_split(False)
+            return
+        if not diff.split_fits():
+            if view.full_width() < MIN_SPLIT:
+                self.notify(
+                    f"side by side needs {MIN_SPLIT} columns for the diff; at the full width it has "
+                    f"{view.full_width()}: widen the terminal",
+                    title="too narrow",
+                    severity="warning",
+                    timeout=6,
+                )
+                return
+            view.set_wide(True)  # the table goes out of the way to make room
+        diff.set_split(True)
+
+    def action_diff_file(self) -> None:
+        diff = self.query_one("#change-detail", DiffView)
+        if diff.whole is not None:
+            diff.show_diff()
+            return
+        change, file = self.selected_change(), diff.current_file()
+        if change is None or change.key != self.query_one(ChangesView).shown_key:
+            return
+        if file is None:
+            self.notify("this change has no file to show", timeout=4)
+        elif file.binary:
+            self.notify(f"{file.path} is a binary file: it cannot be shown", timeout=5)
+        elif file.new_path is None:
+            self.notify(f"this change deleted {file.path}: the diff shows all of it", timeout=5)
+        else:
+            self.load_whole_file(change, file)
+
+    @work(exclusive=True, group="change-file", exit_on_error=False)
+    async def load_whole_file(self, change: ChangeEntry, file: FileDiff) -> None:
+        if change.pending_id:
+            pending = await self.client.get(f"/v1/pending/{change.pending_id}")
+            content, note = pending.get("content") or "", "as it would be once approved"
+        else:
+            found = FileAtChange.from_dict(
+                await self.client.request(
+                    "GET",
+                    f"/v1/changes/{change.key}/file",
+                    params={"path": file.new_path, "old_path": file.old_path},
+                )
+            )
+            if found.binary:
+                self.notify(f"{file.path} is a binary file: it cannot be shown", timeout=5)
+                return
+            content, note = found.content or "", f"as {found.sha[:10]} left it"
+            if found.truncated:
+                note += " (cut at 2,000,000 characters)"
+        diff = self.query_one("#change-detail", DiffView)
+        if self.query_one(ChangesView).shown_key == change.key and diff.whole is None:
+            diff.show_whole(file.path, content, f"{file.path}, whole, {note}; o: back to the diff")
+
     # ---- errors of workers ------------------------------------------------------------------
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
@@ -612,12 +1077,7 @@ class EvolveConsole(App[None]):
             return
         error = event.worker.error
         if isinstance(error, EngineGone):
-            self.post_message(ConnectionChanged(False, f"{error}; retrying"))
+            self.post_message(ConnectionChanged(False, str(error)))
             self.notify(str(error), severity="warning", timeout=5)
         else:
-            self.notify(
-                f"{type(error).__name__}: {error}",
-                title=event.worker.name or "error",
-                severity="error",
-                timeout=10,
-            )
+            self.toast(f"{event.worker.name or 'error'}: {type(error).__name__}: {error}", severity="error")

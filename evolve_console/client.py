@@ -15,7 +15,12 @@ from engine.protocol import API_VERSION, API_VERSION_HEADER, Announcement, Event
 
 
 class EngineError(RuntimeError):
-    """The engine refused or failed a request; the message is the engine's own explanation."""
+    """The engine refused or failed a request; the message is the engine's own explanation, and
+    `details` the other fields of its answer (such as the later changes a revert conflicts with)."""
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.details = details or {}
 
 
 class EngineGone(RuntimeError):
@@ -77,7 +82,7 @@ class EngineClient:
             data = {"error": resp.text[:500]}
         if resp.status_code >= 400:
             message = data.get("error") if isinstance(data, dict) else str(data)
-            raise EngineError(str(message))
+            raise EngineError(str(message), data if isinstance(data, dict) else None)
         return data
 
     async def get(self, path: str, **params: Any) -> Any:

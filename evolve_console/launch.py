@@ -19,9 +19,10 @@ class LaunchError(RuntimeError):
     pass
 
 
-def engine_for(workspace: Path, start_timeout: float = 30.0) -> Target:
-    """The running engine of `workspace`, started (detached) when none runs."""
-    if not (workspace / "hooks").is_dir() and not (workspace / "config").is_dir():
+def engine_for(workspace: Path, start_timeout: float = 30.0, create: bool = True) -> Target:
+    """The running engine of `workspace`, started (detached) when none runs; `create`: make the
+    example workspace first when there is none."""
+    if create and not (workspace / "hooks").is_dir() and not (workspace / "config").is_dir():
         print(f"evolve console: no workspace at {workspace}; creating the example workspace", file=sys.stderr)
         subprocess.run(
             [sys.executable, "-m", "engine", "init", str(workspace)], check=True, stdout=subprocess.DEVNULL
@@ -51,17 +52,3 @@ def engine_for(workspace: Path, start_timeout: float = 30.0) -> Target:
         f"the engine for {workspace} did not start within {start_timeout:.0f} s; "
         f"see {workspace / 'state' / 'engine.log'}"
     )
-
-
-def run(workspace: Path | None, attach: str | None, token: str | None) -> int:
-    from .app import EvolveConsole
-
-    if attach:
-        if not token:
-            raise LaunchError("--attach needs --token (the engine's token, from its state/engine.json)")
-        target = Target(attach, token)
-    else:
-        assert workspace is not None
-        target = engine_for(workspace)
-    EvolveConsole(target).run()
-    return 0

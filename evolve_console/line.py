@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from rich.text import Text
+from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
@@ -17,6 +18,17 @@ class Line(Widget):
 
     text: reactive[Text] = reactive(Text(), layout=False)
 
+    class Clicked(Message):
+        """The line was clicked (the connection bar opens what it cut short)."""
+
+        def __init__(self, line: Line) -> None:
+            super().__init__()
+            self.line = line
+
+        @property
+        def control(self) -> Line:
+            return self.line
+
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
 
@@ -30,3 +42,6 @@ class Line(Widget):
         out.no_wrap = True
         out.overflow = "ellipsis"
         return out
+
+    def on_click(self) -> None:
+        self.post_message(self.Clicked(self))

@@ -8,6 +8,7 @@ data (`tests/console/test_model.py`).
 
 from __future__ import annotations
 
+import contextlib
 from collections import Counter, deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
@@ -33,6 +34,8 @@ from engine.protocol.records import (
     Notice,
     OpencodeChanged,
     Provenance,
+    ReplayProgress,
+    ReplayResult,
     ReviewRecorded,
     SessionChanged,
 )
@@ -185,6 +188,7 @@ class Update:
     notices: list[tuple[str, Notice]] = field(default_factory=list)  # ("warning" | "error", notice)
     alerts: list[str] = field(default_factory=list)  # what should catch the operator's eye now
     tools: list[ToolCall] = field(default_factory=list)  # tool calls to add or update, oldest first
+    replays: list[ReplayProgress | ReplayResult] = field(default_factory=list)  # progress, then ends
 
 
 class ConsoleModel:
@@ -314,6 +318,10 @@ class ConsoleModel:
                 self._apply_heartbeat(event, update)
             elif kind in (EventKind.CONFIG, EventKind.HOOKS_DISCOVERED):
                 update.reload.add(Part.STATUS)
+            elif kind in (EventKind.REPLAY_PROGRESS, EventKind.REPLAY):
+                # One that does not parse is skipped: a replay's screen asks for its result itself.
+                with contextlib.suppress(*_UNPARSED):
+                    update.replays.append(event.payload())
             elif kind in (EventKind.WARNING, EventKind.ERROR):
                 try:
                     notice = Notice.from_dict(event.data)

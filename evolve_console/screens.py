@@ -4,6 +4,7 @@ stage's result."""
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 from rich.text import Text
@@ -12,7 +13,8 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Input, Label, Select, Static, TextArea
+from textual.widgets import Button, Checkbox, Input, Label, Select, SelectionList, Static, TextArea
+from textual.widgets.selection_list import Selection
 
 from .format import MORE_LIMIT, clean
 
@@ -43,10 +45,15 @@ STAGE_TEMPLATES: dict[str, dict[str, Any]] = {
 STAGES = tuple(STAGE_TEMPLATES)  # the stages an operator can run by hand, in menu order
 
 
+# In a dialog without a field to type into, q quits the console as everywhere else; in one with a
+# field (a reason, a stage's input), q is a letter and escape closes the dialog first.
+QUIT = Binding("q", "app.quit", "Quit", show=False)
+
+
 class ConfirmScreen(ModalScreen[bool]):
     """Yes or no for a destructive action."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("y", "confirm", "Yes")]
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("y", "confirm", "Yes"), QUIT]
 
     def __init__(self, question: str, detail: str = "") -> None:
         super().__init__()
@@ -82,7 +89,7 @@ def hard_wrap(text: str, width: int = 1000) -> str:
 class MoreScreen(ModalScreen[None]):
     """A long value in full (up to a bound), scrollable."""
 
-    BINDINGS = [Binding("escape,m", "close", "Close")]
+    BINDINGS = [Binding("escape,m", "close", "Close"), QUIT]
 
     def __init__(self, title: str, text: str) -> None:
         super().__init__()
@@ -152,7 +159,7 @@ class StageScreen(ModalScreen[dict[str, Any] | None]):
 class ResultScreen(ModalScreen[None]):
     """What a stage run by hand produced: a summary line and the merged output."""
 
-    BINDINGS = [Binding("escape", "close", "Close")]
+    BINDINGS = [Binding("escape", "close", "Close"), QUIT]
 
     def __init__(self, title: str, text: str) -> None:
         super().__init__()
@@ -168,4 +175,113 @@ class ResultScreen(ModalScreen[None]):
 
     @on(Button.Pressed, "#close")
     def action_close(self) -> None:
+        self.dismiss(None)
+
+
+class RejectScreen(ModalScreen[str | None]):
+    """Reject a change held for review, with a reason the agent is told."""
+
+    AUTO_FOCUS = "#reason"
+    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+
+    def __init__(self, subject: str) -> None:
+        super().__init__()
+        self.subject = subject
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="dialog"):
+            yield Label(f"Reject “{self.subject}”?", id="question")
+            yield Static(
+                Text("It is not installed. The agent that proposed it is told, with your reason."),
+                id="detail",
+            )
+            yield Input(placeholder="the reason (optional; enter rejects)", id="reason")
+            with Horizontal(id="buttons"):
+                yield Button("Reject", variant="error", id="yes")
+                yield Button("Cancel", id="no")
+
+    @on(Input.Submitted, "#reason")
+    @on(Button.Pressed, "#yes")
+    def action_reject(self) -> None:
+        self.dismiss(self.query_one("#reason", Input).value.strip())
+
+    @on(Button.Pressed, "#no")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+@dataclass(frozen=True)
+class RevertChoice:
+    refresh: list[str]  # sessions whose frozen prompt to drop
+    together: bool  # also undo the later changes to the same files
+
+
+class RevertScreen(ModalScreen[RevertChoice | None]):
+    """Revert a change: what it touches (the sessions still sending a prompt composed under it, the
+    later changes to the same files), and what to do about them."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("y", "confirm", "Revert"), QUIT]
+
+    def __init__(self, question: str, files: list[str], impact: dict[str, Any], namer: Any) -> None:
+        super().__init__()
+        self.question = question
+        self.files = files
+        self.impact = impact
+        self.namer = namer
+
+    def compose(self) -> ComposeResult:
+        sessions = self.impact.get("sessions") or []
+        later = self.impact.get("later") or []
+        with Vertical(id="dialog", classes="tall"):
+            yield Label(self.question, id="question")
+            yield Static(
+                Text(
+                    "A new commit undoes it (history is kept); hooks and prompts reload at once, and the "
+                    "agent that made it is told.\nFiles: " + ", ".join(self.files)
+                ),
+                id="detail",
+            )
+            if sessions:
+                yield Static(
+                    Text(
+                        f"{len(sessions)} session(s) froze their system prompt while this version was "
+                        "installed and keep sending it. Refresh the checked ones (their next request "
+                        "composes the prompt anew):"
+                    )
+                )
+                yield SelectionList[str](
+                    *[
+                        Selection(
+                            f"{self.namer(s['id'])}  ({s['id']}, agent {s.get('agent') or '-'})",
+                            s["id"],
+                            True,
+                        )
+                        for s in sessions
+                    ],
+                    id="refresh",
+                )
+            else:
+                yield Static(Text("No session froze its system prompt while this version was installed."))
+            if later:
+                yield Static(
+                    Text(
+                        "Later changes touch the same files; reverting this one alone may conflict with them:"
+                    )
+                )
+                yield Static(
+                    Text("\n".join(f"  {c['sha'][:10]}  {c.get('subject', '')}" for c in later)), id="later"
+                )
+                yield Checkbox("revert them together with this one (one commit)", id="together")
+            with Horizontal(id="buttons"):
+                yield Button("Revert (y)", variant="error", id="yes")
+                yield Button("Cancel", id="no")
+
+    @on(Button.Pressed, "#yes")
+    def action_confirm(self) -> None:
+        refresh = list(self.query_one("#refresh", SelectionList).selected) if self.query("#refresh") else []
+        together = self.query_one("#together", Checkbox).value if self.query("#together") else False
+        self.dismiss(RevertChoice([str(s) for s in refresh], together))
+
+    @on(Button.Pressed, "#no")
+    def action_cancel(self) -> None:
         self.dismiss(None)

@@ -1,4 +1,5 @@
-"""The view bar under the connection bar: the five views as labels, the one shown marked."""
+"""The view bar under the connection bar: the views as labels, the one shown marked, with what waits
+for the operator in each (changes to review, failures not yet seen)."""
 
 from __future__ import annotations
 
@@ -20,13 +21,14 @@ class ViewBar(Widget, can_focus=False):
     """
 
     ALLOW_SELECT = False
-    COMPONENT_CLASSES: ClassVar[set[str]] = {"viewbar--view", "viewbar--shown"}
+    COMPONENT_CLASSES: ClassVar[set[str]] = {"viewbar--view", "viewbar--shown", "viewbar--badge"}
     DEFAULT_CSS = """
     ViewBar {
         height: 1;
         background: $panel;
         & > .viewbar--view { color: $text-muted; }
         & > .viewbar--shown { color: $text; background: $primary 40%; text-style: bold; }
+        & > .viewbar--badge { color: $warning; text-style: bold; }
     }
     """
 
@@ -44,17 +46,29 @@ class ViewBar(Widget, can_focus=False):
         super().__init__(id=id)
         self.views = views
         self.set_reactive(ViewBar.shown, shown)
+        self.badges: dict[str, str] = {}  # view -> what waits there for the operator ("2 pending")
         self._spans: list[tuple[int, int, str]] = []  # (start x, end x, view)
+
+    def set_badges(self, badges: dict[str, str]) -> None:
+        """What waits in each view, shown beside its label; repaints only when it changed."""
+        if badges != self.badges:
+            self.badges = dict(badges)
+            self.refresh()
 
     def render(self) -> Text:
         normal = self.get_component_rich_style("viewbar--view")
         marked = self.get_component_rich_style("viewbar--shown")
+        badge = self.get_component_rich_style("viewbar--badge")
         text = Text(no_wrap=True, overflow="ellipsis")
         self._spans = []
         for view, key, label in self.views:
             text.append(" ")
             start = text.cell_len
-            text.append(f" {key} {label} ", style=marked if view == self.shown else normal)
+            style = marked if view == self.shown else normal
+            text.append(f" {key} {label}", style=style)
+            if self.badges.get(view):
+                text.append(f" {self.badges[view]}", style=style + badge)
+            text.append(" ", style=style)
             self._spans.append((start, text.cell_len, view))
         return text
 

@@ -189,6 +189,7 @@ async def shoot(engine: EngineProcess, ids: dict[str, str], out: Path, size: tup
 
     from evolve_console.app import EvolveConsole
     from evolve_console.detail import DetailPane
+    from evolve_console.diffview import DiffView
     from evolve_console.table import KeyedTable
 
     app = EvolveConsole(engine.target)
@@ -204,7 +205,9 @@ async def shoot(engine: EngineProcess, ids: dict[str, str], out: Path, size: tup
                 await pilot.pause(0.05)
 
         def head(selector: str) -> str:
-            return app.query_one(selector, DetailPane).head.plain
+            pane = app.query_one(selector)
+            assert isinstance(pane, DetailPane | DiffView)
+            return pane.head.plain
 
         async def select(table_id: str, key: str) -> None:
             table = app.query_one(table_id, KeyedTable)

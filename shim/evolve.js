@@ -3,7 +3,10 @@
 // One plain ES module with only function exports and no npm dependencies (opencode rejects a module
 // with any non-function export, and resolves no packages next to a plugin file). The shim forwards
 // every opencode hook to the engine (a long-lived `evolve serve` process for the workspace, started
-// here when none runs) and applies what comes back. It decides nothing itself.
+// here when none runs) and applies what comes back. It decides nothing itself. It awaits the engine
+// only where the answer can change what opencode does (a system prompt, a tool stage some hook
+// handles, a compaction prompt, a tool call); everything else is sent without waiting and the engine
+// acknowledges it at once.
 //
 // Options (second element of the plugin tuple in opencode.json, written by `evolve shim install`):
 //   workspace       the evolve workspace (default $OPENCODE_EVOLVE_WORKSPACE, else ~/workspace)
@@ -28,7 +31,8 @@ export default async function evolvePlugin(input, options) {
 
 function Shim(input, options, forget) {
   const SHIM_VERSION = "0.1.0";
-  const API_VERSION = "1";
+  const API_VERSION = "2";
+  const HANDLED_HEADER = "x-evolve-handled";
   const env = process.env;
   const workspace = resolve(
     (options.workspace || env.OPENCODE_EVOLVE_WORKSPACE || env.OPENCODE_SIDECAR_WORKSPACE || join(homedir(), "workspace"))
@@ -48,10 +52,15 @@ function Shim(input, options, forget) {
   const inflight = new Set();
   const pendingHistory = new Map(); // session id -> messages not yet sent to the engine
   const messageParts = new Map(); // assistant message id -> Map(part id -> part)
+  const turnOf = new Map(); // assistant message id -> the user message it answers (its turn)
+  const lastUser = new Map(); // session id -> its latest user message id
   const handledMessages = new Set();
-  const idleSessions = new Set();
   const toolSpecs = new Map();
+  const toolIds = new Set(); // every tool opencode defined for a request (tool.definition)
+  // The stages some hook handles, as the engine last said (connect answer, then HANDLED_HEADER).
+  let handled = new Set();
   const frozenSystems = new Map(); // session id -> the system prompt the engine froze for it
+  const turnSystems = new Map(); // session id -> parts a before_turn hook added to its next request only
   let ownCallPrefixes = [];
 
   // ---- logging ----------------------------------------------------------------------------------
@@ -97,6 +106,8 @@ function Shim(input, options, forget) {
         body: method === "GET" ? undefined : JSON.stringify(body ?? {}),
         signal: controller.signal,
       });
+      const stages = resp.headers.get(HANDLED_HEADER);
+      if (stages !== null) handled = new Set(stages.split(",").filter(Boolean));
       const text = await resp.text();
       let data = null;
       try {
@@ -159,9 +170,12 @@ function Shim(input, options, forget) {
       directory,
       mode: proxy ? "in-process" : "server",
       shim_version: SHIM_VERSION,
+      // opencode's subcommand (run, serve; none in the TUI's worker): whether a later turn can start.
+      command: process.argv.slice(2).find((a) => typeof a === "string" && !a.startsWith("-")) || null,
     });
     connectionId = resp.id;
     ownCallPrefixes = Array.isArray(resp.own_call_prefixes) ? resp.own_call_prefixes : [];
+    if (Array.isArray(resp.handled)) handled = new Set(resp.handled);
     engineDown = false;
   }
 
@@ -277,7 +291,7 @@ function Shim(input, options, forget) {
     if (part && props.field && typeof props.delta === "string") part[props.field] = (part[props.field] || "") + props.delta;
   }
 
-  async function assistantFinished(info) {
+  function assistantFinished(info) {
     if (handledMessages.has(info.id)) return;
     handledMessages.add(info.id);
     const own = info.summary || info.agent === "compaction" || info.mode === "compaction" || info.agent === "title";
@@ -291,28 +305,19 @@ function Shim(input, options, forget) {
       providerID: info.providerID,
       modelID: info.modelID,
       tokens: info.tokens,
+      error: info.error,
       summary: own ? true : undefined,
+      turn: info.parentID || turnOf.get(info.id),
     };
-    const resp = await call("/v1/opencode/assistant", {
+    turnOf.delete(info.id);
+    // Accepted at once: observe_message, idle and before_stop run in the engine, which sends a
+    // `continue` to opencode itself.
+    fire("/v1/opencode/assistant", {
       session: info.sessionID,
       message,
       parts,
       history: own ? undefined : takeHistory(info.sessionID),
     });
-    const next = resp && resp.continue;
-    if (next && next.text) {
-      if (idleSessions.has(info.sessionID) && proxy) {
-        // opencode leaves its loop a few ms after a response ends and does not wait for plugin
-        // events; without a server of its own (`opencode run`) the process is ending now.
-        log("warn", `idle continue for ${info.sessionID} came after opencode finished the turn; ` +
-          "under `opencode run` it cannot start a new turn in this process (it does under serve and the TUI)");
-      }
-      const body = { parts: [{ type: "text", text: next.text, synthetic: true }] };
-      if (next.agent) body.agent = next.agent;
-      if (next.model) body.model = next.model;
-      const r = await input.client.session.promptAsync({ path: { id: info.sessionID }, body });
-      if (r && r.error) log("warn", `idle continue failed: ${JSON.stringify(r.error)}`);
-    }
   }
 
   // What the agent said in the message that is calling a tool, up to the call: its text and its
@@ -337,9 +342,10 @@ function Shim(input, options, forget) {
           call_id: ctx?.callID,
           context: sayingSoFar(ctx?.messageID),
           permission: "not asked",
+          turn: turnOf.get(ctx?.messageID),
         };
         if (spec.asks) {
-          const perm = await call(`/v1/tools/${spec.name}/permission`, { args: callArgs || {} });
+          const perm = await call(`/v1/tools/${spec.name}/permission`, { args: callArgs || {}, call_id: ctx?.callID });
           if (perm && perm.ask) {
             try {
               await ctx.ask({ permission: perm.ask.permission, patterns: perm.ask.patterns, always: perm.ask.patterns, metadata: {} });
@@ -390,18 +396,18 @@ function Shim(input, options, forget) {
     event: async ({ event }) => {
       const type = event?.type || "";
       const props = event?.properties || {};
-      if (type === "message.part.updated") trackPart(props.part);
-      else if (type === "message.part.delta") applyDelta(props);
-      else if (type === "session.status" && props.sessionID) {
-        if (props.status?.type === "idle") idleSessions.add(props.sessionID);
-        else idleSessions.delete(props.sessionID);
-        fire("/v1/opencode/event", { type, properties: props });
-      }
+      if (type === "message.part.updated") {
+        trackPart(props.part);
+        // A failed tool call never reaches tool.execute.after: the engine learns of it here.
+        if (props.part?.type === "tool" && props.part.state?.status === "error") fire("/v1/opencode/event", { type, properties: props });
+      } else if (type === "message.part.delta") applyDelta(props);
+      else if (type === "permission.asked" || type === "permission.replied") fire("/v1/opencode/event", { type, properties: props });
       else if (type === "message.updated") {
         const info = props.info || {};
-        // A response is over when it has a finish reason (before opencode decides whether to go on,
-        // so an idle `continue` lands in the same turn) or, failing that, when it is completed.
-        if (info.role === "assistant" && (info.finish || info.time?.completed)) await assistantFinished(info);
+        if (info.role === "assistant" && info.id && info.parentID) turnOf.set(info.id, info.parentID);
+        // A response is over when it has a finish reason (as early as opencode tells) or, failing
+        // that, when it is completed.
+        if (info.role === "assistant" && (info.finish || info.time?.completed)) assistantFinished(info);
       } else if (type.startsWith("session.") && type !== "session.diff") {
         fire("/v1/opencode/event", { type, properties: props });
       }
@@ -421,12 +427,18 @@ function Shim(input, options, forget) {
     "experimental.chat.messages.transform": async (_i, o) => {
       const messages = o?.messages || [];
       const session = messages.find((m) => m?.info?.sessionID)?.info.sessionID;
-      if (session) {
-        pendingHistory.set(
-          session,
-          messages.map((m) => ({ info: { role: m.info?.role, agent: m.info?.agent }, parts: m.parts || [] })),
-        );
-      }
+      if (!session) return;
+      const users = messages.filter((m) => m?.info?.role === "user" && m.info.id);
+      if (users.length) lastUser.set(session, users[users.length - 1].info.id);
+      const history = messages.map((m) => ({ info: { role: m.info?.role, agent: m.info?.agent }, parts: m.parts || [] }));
+      if (!handled.has("before_turn")) return void pendingHistory.set(session, history);
+      // Before an LLM round trip: awaited only when a hook handles before_turn.
+      pendingHistory.delete(session);
+      turnSystems.delete(session);
+      const resp = await call("/v1/opencode/before-turn", { session, history, tools: toolIds.size ? [...toolIds] : undefined });
+      // A skip can only fail the request: the loop ends with this text as its error.
+      if (resp && typeof resp.skip === "string" && resp.skip) throw new Error(resp.skip);
+      if (resp && Array.isArray(resp.system) && resp.system.length) turnSystems.set(session, resp.system);
     },
 
     "experimental.chat.system.transform": async (i, o) => {
@@ -437,33 +449,71 @@ function Shim(input, options, forget) {
       const own = ownCallPrefixes.some((p) => first.startsWith(p));
       let system = own ? undefined : frozenSystems.get(i.sessionID);
       if (!system) {
-        const resp = await call("/v1/opencode/system", { session: i.sessionID, system: o.system, history: takeHistory(i.sessionID) });
+        const model = i.model ? { providerID: i.model.providerID, modelID: i.model.id } : undefined;
+        const resp = await call("/v1/opencode/system", {
+          session: i.sessionID,
+          system: o.system,
+          model,
+          tools: toolIds.size ? [...toolIds] : undefined,
+          history: takeHistory(i.sessionID),
+          turn: lastUser.get(i.sessionID),
+        });
+        // A cancel skips the LLM call: opencode 1.18 lets a plugin do that only by failing the
+        // request, so the turn ends with this text as its error.
+        if (resp && typeof resp.cancel === "string" && resp.cancel) throw new Error(resp.cancel);
         if (resp && Array.isArray(resp.system) && resp.system.length) {
           system = resp.system;
           if (resp.cacheable && !own) frozenSystems.set(i.sessionID, system);
         }
       }
+      const extra = own ? undefined : turnSystems.get(i.sessionID);
+      if (!own) turnSystems.delete(i.sessionID);
       if (system) {
         o.system.length = 0;
         o.system.push(...system);
       }
+      if (extra) o.system.push(...extra); // this request only
     },
 
     "experimental.session.compacting": async (i, o) => {
-      const resp = await call("/v1/opencode/compacting", { session: i?.sessionID, history: takeHistory(i?.sessionID) });
+      const resp = await call("/v1/opencode/compacting", {
+        session: i?.sessionID,
+        prompt: typeof o?.prompt === "string" ? o.prompt : undefined,
+        history: takeHistory(i?.sessionID),
+      });
       if (resp && typeof resp.prompt === "string" && resp.prompt) o.prompt = resp.prompt;
     },
 
     "tool.execute.before": async (i, o) => {
-      // Observational: the tool never waits for a hook process (sent without awaiting).
-      fire("/v1/opencode/tool-before", { session: i?.sessionID, tool: i?.tool, call_id: i?.callID, args: o?.args, history: takeHistory(i?.sessionID) });
+      const body = {
+        session: i?.sessionID,
+        tool: i?.tool,
+        call_id: i?.callID,
+        args: o?.args,
+        own: toolSpecs.has(i?.tool),
+        history: takeHistory(i?.sessionID),
+      };
+      // The tool waits only when a hook handles before_tool; otherwise the engine just records it.
+      if (!handled.has("before_tool")) return fire("/v1/opencode/tool-before", body);
+      const resp = await call("/v1/opencode/tool-before", { ...body, wait: true });
+      // Throwing refuses the call: the model receives the reason as the tool's result.
+      if (resp && typeof resp.deny === "string") throw new Error(resp.deny);
+      if (resp && resp.args && typeof resp.args === "object" && o && o.args && typeof o.args === "object") {
+        for (const key of Object.keys(o.args)) delete o.args[key];
+        Object.assign(o.args, resp.args);
+      }
     },
 
     "tool.execute.after": async (i, o) => {
-      fire("/v1/opencode/tool-after", { session: i?.sessionID, tool: i?.tool, call_id: i?.callID, title: o?.title, output: o?.output });
+      const body = { session: i?.sessionID, tool: i?.tool, call_id: i?.callID, title: o?.title, output: o?.output };
+      if (!handled.has("after_tool")) return fire("/v1/opencode/tool-after", body);
+      // after_tool gets the arguments the tool received (the engine knows them already otherwise).
+      const resp = await call("/v1/opencode/tool-after", { ...body, args: i?.args, wait: true });
+      if (resp && typeof resp.result === "string" && o) o.output = resp.result;
     },
 
     "tool.definition": async (i, o) => {
+      if (i?.toolID) toolIds.add(i.toolID);
       const spec = toolSpecs.get(i?.toolID);
       if (spec) {
         o.jsonSchema = spec.parameters;

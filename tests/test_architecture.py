@@ -208,6 +208,7 @@ def test_import_engine_loads_neither_textual_nor_starlette() -> None:
         ["tools", "--json", "--workspace", "{ws}"],
         ["stage", "discover", "--workspace", "{ws}"],
         ["doctor", "--workspace", "{ws}"],
+        ["replay", "HEAD", "--workspace", "{ws}"],
         ["console", "--help"],
     ],
     ids=lambda a: " ".join(a),

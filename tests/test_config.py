@@ -409,6 +409,7 @@ def test_env_covers_every_field() -> None:
         "EVOLVE_JOURNAL_MAX_BYTES": "7",
         "EVOLVE_MAX_REQUEST_BYTES": "8",
         "EVOLVE_REVIEW": "gate",
+        "EVOLVE_HOOK_PROTOCOLS": '{"a.py": "hcp"}',
     }
     assert {f"EVOLVE_{name.upper()}" for name in FIELDS} == set(env)
     loaded = load_config(Path("/nonexistent/evolve.jsonc"), env)

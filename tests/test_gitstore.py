@@ -159,6 +159,35 @@ def test_deleted_file_is_committed(tmp_path: Path) -> None:
     assert commit.files == ("prompts/chat.md",)
 
 
+def test_file_versions_before_and_after_a_commit(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path)
+    store = GitStore(ws)
+    initial = store.ensure()
+    assert initial is not None
+    chat = "prompts/chat.md"
+    assert store.file_versions(initial.sha, chat, chat) == (None, b"chat\n"), "a root commit has no before"
+    write_file(ws / chat, "chat\r\nmore\n")
+    edit = store.commit("edit", {})
+    assert edit is not None
+    assert store.file_versions(edit.sha, chat, chat) == (b"chat\n", b"chat\r\nmore\n"), "bytes as they are"
+    git(ws, "mv", chat, "prompts/talk.md")
+    write_file(ws / "new.md", "new\n")
+    (ws / "hooks" / "h.sh").unlink()
+    moved = store.commit("move, add, delete", {})
+    assert moved is not None
+    assert store.file_versions(moved.sha, "prompts/talk.md", chat) == (b"chat\r\nmore\n", b"chat\r\nmore\n")
+    assert store.file_versions(moved.sha, "new.md", "new.md") == (None, b"new\n")
+    assert store.file_versions(moved.sha, "hooks/h.sh", "hooks/h.sh") == (
+        b"#!/bin/sh\ncat >/dev/null\n",
+        None,
+    )
+    assert store.file_versions(moved.sha, "prompts", "prompts") == (None, None), "a directory is no file"
+    assert store.file_versions(moved.sha, "../ws/new.md", "../ws/new.md") == (None, None)
+    # A read cut at max_bytes leaves the next read whole.
+    assert store.file_versions(edit.sha, chat, chat, max_bytes=3) == (b"cha", b"cha")
+    assert store.file_versions(edit.sha, chat, chat) == (b"chat\n", b"chat\r\nmore\n")
+
+
 def test_trailers_round_trip(tmp_path: Path) -> None:
     ws = make_ws(tmp_path)
     store = GitStore(ws)

@@ -15,9 +15,12 @@ from starlette.responses import Response
 
 from .. import __version__
 from ..changes import ChangeError
+from ..gitstore import GitError
 from ..journal import Journal
 from ..protocol.api import API_VERSION
 from ..protocol.stages import STAGES
+from ..replay import DEFAULT_LIMIT, Change, ReplayError
+from ..replay_inputs import UnknownStage
 from ..runtime import Engine
 from .http import ApiError, JSONResponse, Router, body, float_param, int_param, opt_int, opt_str
 
@@ -66,6 +69,12 @@ def text_field(data: dict[str, Any], key: str, limit: int) -> str | None:
 def operator(data: dict[str, Any]) -> str:
     """Who acts (`by`): a name of at most 200 characters; "operator" when not given."""
     return text_field(data, "by", 200) or "operator"
+
+
+def lines_of(text: str) -> list[str]:
+    """The lines of `text` as git counts them (split at "\n" only), each with its line end."""
+    parts = text.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
 
 
 def add_operator_routes(router: Router, engine: Engine) -> None:
@@ -222,6 +231,17 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
             await changing(lambda: asyncio.to_thread(engine.changes.diff, request.path_params["rev"]))
         )
 
+    @router.add("/v1/changes/{rev}/file", "GET")
+    async def change_file(request: Request) -> Response:
+        path = request.query_params.get("path")
+        if not path:
+            raise ApiError(
+                400, "query parameter 'path' is required: a file of the commit, e.g. hooks/notes.py"
+            )
+        rev, old_path = request.path_params["rev"], request.query_params.get("old_path")
+        found = await changing(lambda: asyncio.to_thread(engine.changes.file, rev, path, old_path))
+        return JSONResponse(found.to_dict())
+
     @router.add("/v1/changes/{rev}/approve", "POST")
     async def change_approve(request: Request) -> Response:
         who = operator(await body(request))
@@ -250,10 +270,12 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
             before = (engine.workspace.root / item.file).read_text(encoding="utf-8", errors="replace")
         except OSError:
             before = ""
+        # A last line without a newline gets git's marker, or it would run into the next line.
         diff = "".join(
-            difflib.unified_diff(
-                before.splitlines(keepends=True),
-                (item.content or "").splitlines(keepends=True),
+            line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+            for line in difflib.unified_diff(
+                lines_of(before),
+                lines_of(item.content or ""),
                 f"a/{item.file}",
                 f"b/{item.file}",
             )
@@ -274,6 +296,74 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
         return JSONResponse(
             await changing(lambda: engine.changes.reject_pending(request.path_params["id"], who, reason))
         )
+
+    # ---- replays -----------------------------------------------------------------------------
+
+    async def replaying(request: Request, change: Callable[[], Awaitable[Change]]) -> Response:
+        """Start a replay (`{stages?, limit?, wait?}`); with `wait`, answer when it has finished."""
+        data = await body(request)
+        stages = data.get("stages")
+        if stages is not None and not (isinstance(stages, list) and all(isinstance(s, str) for s in stages)):
+            raise ApiError(400, "'stages' must be a list of stage names")
+        limit = data.get("limit", DEFAULT_LIMIT)
+        if not isinstance(limit, int) or isinstance(limit, bool) or limit < 1:
+            raise ApiError(400, "'limit' must be a positive integer (recorded inputs per stage)")
+        try:
+            record = engine.replays.start(await change(), stages or None, limit)
+        except UnknownStage as exc:
+            raise ApiError(400, str(exc)) from exc
+        except ReplayError as exc:
+            raise ApiError(409, str(exc)) from exc
+        if data.get("wait"):
+            record = await engine.replays.wait(record.id)
+        return JSONResponse(record.to_dict())
+
+    def replay_found(found: Any, what: str) -> Response:
+        if found is None:
+            raise ApiError(404, f"no replay of {what} yet; start one with POST")
+        return JSONResponse(found.to_dict())
+
+    @router.add("/v1/changes/{rev}/replay", "POST")
+    async def change_replay(request: Request) -> Response:
+        return await replaying(request, lambda: engine.replays.commit(request.path_params["rev"]))
+
+    @router.add("/v1/pending/{id}/replay", "POST")
+    async def pending_replay(request: Request) -> Response:
+        return await replaying(request, lambda: engine.replays.pending_change(request.path_params["id"]))
+
+    @router.add("/v1/changes/{rev}/replay", "GET")
+    async def change_replay_latest(request: Request) -> Response:
+        rev = request.path_params["rev"]
+        try:
+            sha = await asyncio.to_thread(engine.git.resolve, rev)
+        except GitError:
+            sha = ""
+        if not sha:
+            raise ApiError(404, f"no commit {rev!r} in {engine.workspace.root}")
+        return replay_found(engine.replays.latest(sha), f"commit {sha[:10]}")
+
+    @router.add("/v1/pending/{id}/replay", "GET")
+    async def pending_replay_latest(request: Request) -> Response:
+        pending_id = request.path_params["id"]
+        return replay_found(engine.replays.latest(pending_id), f"pending change {pending_id}")
+
+    @router.add("/v1/replays/{id}", "GET")
+    async def replay_get(request: Request) -> Response:
+        replay_id = request.path_params["id"]
+        found = engine.replays.get(replay_id)
+        if found is None:
+            raise ApiError(404, f"no replay {replay_id} (the engine keeps the last 20 by id)")
+        return JSONResponse(found.to_dict())
+
+    @router.add("/v1/replays/{id}/cancel", "POST")
+    async def replay_cancel(request: Request) -> Response:
+        replay_id = request.path_params["id"]
+        if engine.replays.cancel(replay_id):
+            return JSONResponse({"id": replay_id, "cancelled": True})
+        found = engine.replays.get(replay_id)
+        if found is None:
+            raise ApiError(404, f"no replay {replay_id}")
+        raise ApiError(409, f"replay {replay_id} is not running (it is {found.state})")
 
     # ---- the engine itself ------------------------------------------------------------------
 

@@ -1,4 +1,8 @@
-"""The routes the opencode plugin calls (protocol.api.SHIM_ROUTES): connecting, its hooks, its tools."""
+"""The routes the opencode plugin calls (protocol.api.SHIM_ROUTES): connecting, its hooks, its tools.
+
+What opencode need not wait for (finished responses, tool calls nobody awaits, events) is answered
+`202` at once, before any hook runs; the engine finishes the work in the background.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +11,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
+from ..protocol.api import HANDLED_HEADER
 from ..protocol.opencode import OWN_CALL_PREFIXES
 from ..runtime import Engine
 from .http import ApiError, JSONResponse, Router, body, opt_obj, opt_str
@@ -17,6 +22,11 @@ CONNECTION_HEADER = "x-evolve-connection"  # the shim's connection id, on every 
 
 def add_shim_routes(router: Router, engine: Engine) -> None:
     bridge = engine.bridge
+    tool_stages = engine.tool_stages
+
+    def answer(data: Any, status: int = 200) -> Response:
+        """Every answer tells the shim which stages some hook handles (HANDLED_HEADER)."""
+        return JSONResponse(data, status, headers={HANDLED_HEADER: ",".join(engine.registry.handled())})
 
     def from_session(request: Request, data: dict[str, Any]) -> str | None:
         """The call's session, noted as seen through the caller's opencode connection."""
@@ -24,20 +34,24 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
         bridge.seen(session, request.headers.get(CONNECTION_HEADER))
         return session
 
+    def args_of(data: dict[str, Any]) -> dict[str, Any] | None:
+        return opt_obj(data, "args")
+
     @router.add("/v1/tools", "GET")
     async def tools(request: Request) -> Response:
-        return JSONResponse({"tools": [s.to_dict() for s in engine.tools.specs()]})
+        return answer({"tools": [s.to_dict() for s in engine.tools.specs()]})
 
     @router.add("/v1/tools/{name}/permission", "POST")
     async def permission(request: Request) -> Response:
         data = await body(request)
-        args = opt_obj(data, "args") or {}
-        return JSONResponse({"ask": engine.tools.permission_request(request.path_params["name"], args)})
+        args = args_of(data) or {}
+        ask = engine.tools.permission_request(request.path_params["name"], args, opt_str(data, "call_id"))
+        return answer({"ask": ask})
 
     @router.add("/v1/tools/{name}/call", "POST")
     async def call(request: Request) -> Response:
         data = await body(request)
-        args = opt_obj(data, "args")
+        args = args_of(data)
         session = from_session(request, data)
         bridge.take_history(session, history_of(data))
         context = data.get("context")
@@ -52,8 +66,9 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
             context=bridge.turn_context(session, context),
             permission=opt_str(data, "permission"),
             refused=opt_str(data, "refused"),
+            turn=opt_str(data, "turn"),
         )
-        return JSONResponse(result.to_dict())
+        return answer(result.to_dict())
 
     @router.add("/v1/opencode/connect", "POST")
     async def connect(request: Request) -> Response:
@@ -65,12 +80,14 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
             token,
             opt_str(data, "mode") or "unknown",
             opt_str(data, "shim_version"),
+            opt_str(data, "command"),
         )
-        return JSONResponse(
+        return answer(
             {
                 "id": conn.id,
                 "config": engine.config.to_dict(),
                 "own_call_prefixes": list(OWN_CALL_PREFIXES.values()),
+                "handled": engine.registry.handled(),
             }
         )
 
@@ -79,7 +96,7 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
         conn_id = opt_str(await body(request), "id")
         if conn_id:
             await engine.connections.disconnect(conn_id, "opencode said goodbye")
-        return JSONResponse({"ok": True})
+        return answer({"ok": True})
 
     @router.add("/v1/opencode/system", "POST")
     async def system(request: Request) -> Response:
@@ -87,8 +104,22 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
         session = from_session(request, data)
         current = system_of(data)
         bridge.take_history(session, history_of(data))
-        result, reason, cacheable = await bridge.system(session, current)
-        return JSONResponse({"system": result, "reason": reason, "cacheable": cacheable})
+        tools = data.get("tools")
+        result = await bridge.system(
+            session,
+            current,
+            model=model_of(data.get("model")),
+            tools=[str(t) for t in tools] if isinstance(tools, list) else None,
+            turn=opt_str(data, "turn"),
+        )
+        return answer(
+            {
+                "system": result.system,
+                "reason": result.reason,
+                "cacheable": result.cacheable,
+                "cancel": result.cancel,
+            }
+        )
 
     @router.add("/v1/opencode/chat-message", "POST")
     async def chat_message(request: Request) -> Response:
@@ -100,37 +131,61 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
         # Whether the session still has a frozen prompt: when the operator refreshed it, the shim
         # drops the copy it keeps, and the next request composes the prompt anew.
         frozen = bool(session and engine.sessions.frozen(session) is not None)
-        return JSONResponse({"ok": True, "frozen": frozen})
+        return answer({"ok": True, "frozen": frozen})
 
     @router.add("/v1/opencode/tool-before", "POST")
     async def tool_before(request: Request) -> Response:
+        """`wait: true` (the shim sends it when a hook handles before_tool): answered with what the
+        shim must do (`deny`, `args`); otherwise accepted at once."""
         data = await body(request)
         session = from_session(request, data)
         bridge.take_history(session, history_of(data))
-        bridge.tool_before(session, str(data.get("tool")), opt_str(data, "call_id"), data.get("args"))
-        return JSONResponse({"ok": True}, 202)
+        tool, call_id, own = str(data.get("tool")), opt_str(data, "call_id"), data.get("own") is True
+        if data.get("wait") is True:
+            return answer(await tool_stages.before_tool(session, tool, call_id, data.get("args"), own))
+        tool_stages.accept_before(session, tool, call_id, data.get("args"), own)
+        return answer({"ok": True}, 202)
 
     @router.add("/v1/opencode/tool-after", "POST")
     async def tool_after(request: Request) -> Response:
+        """`wait: true` (a hook handles after_tool): answered with `result` when a hook replaced it."""
         data = await body(request)
-        bridge.tool_after(
+        wait = data.get("wait") is True
+        result = await tool_stages.after_tool(
             from_session(request, data),
             str(data.get("tool")),
             opt_str(data, "call_id"),
+            data.get("args"),
             data.get("title"),
             data.get("output"),
+            wait,
         )
-        return JSONResponse({"ok": True}, 202)
+        return answer(result) if wait else answer({"ok": True}, 202)
 
     @router.add("/v1/opencode/compacting", "POST")
     async def compacting(request: Request) -> Response:
         data = await body(request)
         session = from_session(request, data)
         bridge.take_history(session, history_of(data))
-        return JSONResponse({"prompt": await bridge.compacting(session)})
+        return answer({"prompt": await bridge.compacting(session, opt_str(data, "prompt"))})
+
+    @router.add("/v1/opencode/before-turn", "POST")
+    async def before_turn(request: Request) -> Response:
+        """Before an LLM round trip, only when a hook handles before_turn (the shim awaits it)."""
+        data = await body(request)
+        session = from_session(request, data)
+        if not session:
+            raise ApiError(400, "'session' is required")
+        bridge.take_history(session, history_of(data))
+        tools = data.get("tools")
+        return answer(
+            await bridge.before_turn(session, [str(t) for t in tools] if isinstance(tools, list) else None)
+        )
 
     @router.add("/v1/opencode/assistant", "POST")
     async def assistant(request: Request) -> Response:
+        """A finished response: accepted at once (observe_message, idle, before_stop run in the
+        background, and the engine sends a `continue` to opencode itself)."""
         data = await body(request)
         session = from_session(request, data)
         if not session:
@@ -138,7 +193,8 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
         message = message_of(data.get("message"))
         parts = parts_of(data.get("parts"))
         bridge.take_history(session, history_of(data))
-        return JSONResponse({"continue": await bridge.assistant_finished(session, message, parts)})
+        bridge.accept_assistant(session, message, parts)
+        return answer({"ok": True}, 202)
 
     @router.add("/v1/opencode/tools-offered", "POST")
     async def tools_offered(request: Request) -> Response:
@@ -154,4 +210,4 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
     @router.add("/v1/opencode/event", "POST")
     async def event(request: Request) -> Response:
         bridge.event(event_of(await body(request)), request.headers.get(CONNECTION_HEADER))
-        return JSONResponse({"ok": True}, 202)
+        return answer({"ok": True}, 202)

@@ -8,11 +8,15 @@ from __future__ import annotations
 
 from typing import Final
 
-API_VERSION: Final = 1
+API_VERSION: Final = 2
 """Raised whenever a route, a request body or an answer changes incompatibly."""
 
 API_VERSION_HEADER: Final = "x-evolve-api"
 """Sent by clients that want a 409 (not a misunderstanding) from an engine of another API version."""
+
+HANDLED_HEADER: Final = "x-evolve-handled"
+"""On every answer to the shim: the stages some hook runs for, comma-separated, so that the shim awaits
+a tool stage only when a hook handles it (and learns of a re-discovery with its next request)."""
 
 SHIM_ROUTES: Final = (
     "/v1/health",
@@ -26,6 +30,7 @@ SHIM_ROUTES: Final = (
     "/v1/opencode/tool-before",
     "/v1/opencode/tool-after",
     "/v1/opencode/compacting",
+    "/v1/opencode/before-turn",
     "/v1/opencode/assistant",
     "/v1/opencode/event",
     "/v1/opencode/tools-offered",

@@ -26,6 +26,8 @@ from .records import (
     OpencodeChanged,
     PendingChange,
     Record,
+    ReplayProgress,
+    ReplayResult,
     ReviewRecorded,
     RunStarted,
     SessionChanged,
@@ -52,6 +54,8 @@ class EventKind(StrEnum):
     OPENCODE = "opencode"
     ACTION = "action"
     HEARTBEAT = "heartbeat"
+    REPLAY_PROGRESS = "replay_progress"  # a replay started or went on
+    REPLAY = "replay"  # a replay ended (done, cancelled or failed); its summary, without comparisons
     WARNING = "warning"
     ERROR = "error"
 
@@ -73,6 +77,8 @@ PAYLOADS: Final[dict[EventKind, type[Record]]] = {
     EventKind.OPENCODE: OpencodeChanged,
     EventKind.ACTION: ActionDone,
     EventKind.HEARTBEAT: HeartbeatChanged,
+    EventKind.REPLAY_PROGRESS: ReplayProgress,
+    EventKind.REPLAY: ReplayResult,
     EventKind.WARNING: Notice,
     EventKind.ERROR: Notice,
 }

@@ -25,3 +25,12 @@ def own_call_kind(system: list[str]) -> str | None:
         if first.startswith(prefix):
             return kind
     return None
+
+
+RULE_DENIED_PREFIX: Final = (
+    "The user has specified a rule which prevents you from using this specific tool call"
+)
+"""How opencode 1.18's error text begins when a permission rule (`deny`) refused a tool call."""
+
+ABORTED_ERROR: Final = "MessageAbortedError"
+"""The name of the error opencode gives a response that was cancelled (aborted)."""

@@ -85,6 +85,7 @@ class StageResult(Record):
     failed: list[str] = field(default_factory=list)  # hook files whose run failed
     recovered: bool = False  # whether the recover stage stepped in
     duration_ms: float = 0.0
+    turn: str | None = None  # the user message whose turn this dispatch belongs to, when known
 
 
 @dataclass
@@ -127,21 +128,32 @@ class Provenance(Record):
 
 @dataclass
 class ToolCall(Record):
-    """One call of a tool (builtin or hook tool), as the agent or an operator made it."""
+    """One call of a tool, as the agent or an operator made it: one of evolve's own (a builtin or a
+    hook tool, `origin` "evolve") or one of opencode's (its built-in tools and other plugins' tools,
+    `origin` "opencode", recorded from what the plugin sees of it)."""
 
     id: str
     tool: str
-    args: JSONDict
+    args: JSONDict  # what the tool received (after a before_tool hook's rewrite)
     started_at: float
     session: str | None = None
     call_id: str | None = None
-    output: str | None = None
+    output: str | None = None  # what the model received (after an after_tool hook's replacement)
     error: str | None = None  # set when the call was refused or failed; the first line of the output
     commit: str | None = None  # sha of the commit the call produced, if any
     duration_ms: float = 0.0
     pending: str | None = None  # the pending change it produced, under the review gate
-    permission: str | None = None  # how the call was permitted: not asked, allowed or denied, and by whom
+    origin: str = "evolve"  # evolve: evolve's own tool; opencode: a tool of opencode
+    title: str | None = None  # opencode's title of the call, when it gives one
+    # The permission decision when known: not asked, asked (not decided yet), allowed or denied; and
+    # by whom: rule (opencode's permission config), user, opencode, or hook <file> (on_permission).
+    permission: str | None = None
+    permission_by: str | None = None
+    model_args: JSONDict | None = None  # what the model asked for, when a before_tool hook rewrote it
+    tool_output: str | None = None  # what the tool returned, when an after_tool hook replaced it
+    changed_by: list[str] = field(default_factory=list)  # e.g. "before_tool: args", "after_tool: result"
     context: JSONDict | None = None  # what the agent said in the turn before the call: {text, reasoning}
+    turn: str | None = None  # the user message whose turn made the call, when known
     validation: Evidence | None = None  # the test run behind a hook change
 
     @classmethod
@@ -186,6 +198,19 @@ class Change(Record):
         found = known.get("provenance")
         known["provenance"] = Provenance.from_dict(found) if isinstance(found, dict) else None
         return cls(**known)
+
+
+@dataclass
+class FileAtChange(Record):
+    """One file as a commit left it and as it was just before (`GET /v1/changes/{rev}/file`)."""
+
+    sha: str  # the commit
+    path: str  # the file after the commit
+    old_path: str  # and before it (another path for a rename)
+    content: str | None  # after the commit; None when the commit deleted the file (or it is binary)
+    before: str | None  # in the commit's first parent; None when the commit created it (or it is binary)
+    binary: bool = False  # either side holds a NUL byte: no content is given
+    truncated: bool = False  # a side was cut at 2,000,000 characters
 
 
 @dataclass
@@ -244,6 +269,9 @@ class HookInfo(Record):
     tools: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
     stages: list[str] | None = None  # the stages it declared it handles; None: every stage
+    protocol: str = "opencode-evolve"  # the protocol it is treated as: opencode-evolve or hcp
+    protocol_reason: str = ""  # why (docs/hooks.md, "Two protocols")
+    stage_warnings: list[str] = field(default_factory=list)  # problems of its declared stages
 
 
 @dataclass
@@ -280,6 +308,7 @@ class ConnectionInfo(Record):
     directory: str
     mode: str = "unknown"  # in-process | server
     shim_version: str | None = None
+    command: str | None = None  # opencode's subcommand: run, serve, or None (the TUI)
     connected_at: float = 0.0
     last_ok: float | None = None
     last_error: str | None = None
@@ -413,6 +442,9 @@ class HeartbeatStatus(Record):
     time: str | None
     model: dict[str, str] | None
     last: TickResult | None = None
+    connected_at: float | None = None  # when the opencode it waits for connected
+    # Where interval_ms comes from: config, agent (evolve_heartbeat_set), or config (disabled), which wins.
+    interval_source: str = "config"
 
     @classmethod
     def from_dict(cls, data: JSONDict) -> HeartbeatStatus:
@@ -424,8 +456,9 @@ class HeartbeatStatus(Record):
 
 @dataclass
 class HeartbeatChanged(Record):
-    """Something happened to the heartbeat: `event` is tick_started, tick, cleanup, paused or
-    resumed; the status is always the one after it."""
+    """Something happened to the heartbeat: `event` is tick_started, tick, cleanup, paused,
+    resumed, connected, disconnected, or chosen (the agent set its cadence); the status is always the
+    one after it."""
 
     event: str
     status: HeartbeatStatus
@@ -471,3 +504,103 @@ class EngineStatus(Record):
         known["opencode"] = [ConnectionInfo.from_dict(c) for c in known.get("opencode") or []]
         known["heartbeat"] = HeartbeatStatus.from_dict(known.get("heartbeat") or {})
         return cls(**known)
+
+
+@dataclass
+class FieldDiff(Record):
+    """One field of a result that a change altered, word by word (a replay's finding)."""
+
+    key: str  # the result's key, e.g. "system"; for discover "tools" or "tool notes_add"
+    label: str  # what it is to the agent: "system prompt", "compaction prompt", ...
+    # The text after the change with its changes marked, as [op, text]: "=" unchanged, "-" removed,
+    # "+" added, "~" volatile (differs between two runs of the version before anyway).
+    segments: list[list[str]] = field(default_factory=list)
+    before_absent: bool = False  # the version before gave no such field
+    after_absent: bool = False
+
+
+@dataclass
+class InputComparison(Record):
+    """One recorded input of a stage, replayed with the version before and after a change."""
+
+    source: str  # the journal's dispatch or run id replayed; for discover, hooks/<file>
+    status: str  # changed | unchanged | failed
+    recorded_at: float | None = None
+    session: str | None = None
+    errors_before: list[str] = field(default_factory=list)  # failed runs of the version before
+    errors_after: list[str] = field(default_factory=list)
+    diffs: list[FieldDiff] = field(default_factory=list)  # the fields that changed
+    volatile: list[str] = field(default_factory=list)  # fields that differ from run to run anyway
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> InputComparison:
+        known = _known(cls, data)
+        known["diffs"] = [FieldDiff.from_dict(d) for d in known.get("diffs") or []]
+        return cls(**known)
+
+
+@dataclass
+class StageComparison(Record):
+    """A stage's results on its recorded inputs, before and after a change."""
+
+    stage: str
+    inputs: int = 0  # inputs replayed: changed + unchanged + failed
+    changed: int = 0
+    unchanged: int = 0
+    failed: int = 0  # inputs where a run failed before or after
+    failed_before: int = 0
+    failed_after: int = 0
+    volatile: list[str] = field(default_factory=list)  # fields left out where they vary by themselves
+    note: str | None = None  # e.g. why nothing was replayed
+    comparisons: list[InputComparison] = field(default_factory=list)  # left out of summaries
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> StageComparison:
+        known = _known(cls, data)
+        known["comparisons"] = [InputComparison.from_dict(c) for c in known.get("comparisons") or []]
+        return cls(**known)
+
+
+@dataclass
+class ReplayResult(Record):
+    """A replay of a change (a commit or a pending change) on the journal's recorded inputs."""
+
+    id: str
+    target: str  # the commit's sha, or the pending change's id
+    kind: str  # commit | pending
+    title: str
+    files: list[str] = field(default_factory=list)  # the files the change touches
+    before: str = ""  # what "before" is, e.g. "the workspace now, with prompts/chat.md as at 3f2a…^"
+    after: str = ""
+    limit: int = 20  # recorded inputs per stage, at most
+    state: str = "running"  # running | done | cancelled | failed
+    error: str | None = None  # why it failed
+    warnings: list[str] = field(default_factory=list)
+    stages: list[StageComparison] = field(default_factory=list)
+    started_at: float = 0.0
+    finished_at: float | None = None
+    duration_ms: float = 0.0
+    done: int = 0  # replays of one input with one version, finished so far
+    total: int = 0
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> ReplayResult:
+        known = _known(cls, data)
+        known["stages"] = [StageComparison.from_dict(s) for s in known.get("stages") or []]
+        return cls(**known)
+
+    def summary(self) -> ReplayResult:
+        """The same replay with the figures of each stage but without its comparisons (events)."""
+        stages = [StageComparison(**{**asdict(s), "comparisons": []}) for s in self.stages]
+        return ReplayResult(**{**asdict(self), "stages": stages})
+
+
+@dataclass
+class ReplayProgress(Record):
+    """A replay under way: `done` of `total` replays of one input with one version."""
+
+    id: str
+    target: str
+    done: int
+    total: int
+    message: str = ""

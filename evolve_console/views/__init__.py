@@ -1,5 +1,5 @@
-"""The console's five views, one module each: hook runs, stage results, sessions, heartbeat,
-self-modifications. Each draws what the model holds; none fetches anything itself."""
+"""The console's six views, one module each: hook runs, stage results, sessions, heartbeat,
+self-modifications, tool calls. Each draws what the model holds; none fetches anything itself."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from .heartbeat import HeartbeatView
 from .runs import RunsView
 from .sessions import SessionsView
 from .stages import StagesView
+from .tools import ToolCallsView
 
 VIEWS: Final = [  # (view id, key, label): the view bar, the view keys and the palette's view commands
     ("runs", "1", "Hook runs"),
@@ -19,6 +20,7 @@ VIEWS: Final = [  # (view id, key, label): the view bar, the view keys and the p
     ("sessions", "3", "Sessions"),
     ("heartbeat", "4", "Heartbeat"),
     ("changes", "5", "Self-modifications"),
+    ("tools", "6", "Tool calls"),
 ]
 
 PAGES: Final[dict[str, type[Widget]]] = {
@@ -27,6 +29,16 @@ PAGES: Final[dict[str, type[Widget]]] = {
     "sessions": SessionsView,
     "heartbeat": HeartbeatView,
     "changes": ChangesView,
+    "tools": ToolCallsView,
 }
 
-__all__ = ["PAGES", "VIEWS", "ChangesView", "HeartbeatView", "RunsView", "SessionsView", "StagesView"]
+__all__ = [
+    "PAGES",
+    "VIEWS",
+    "ChangesView",
+    "HeartbeatView",
+    "RunsView",
+    "SessionsView",
+    "StagesView",
+    "ToolCallsView",
+]

@@ -28,32 +28,48 @@ class HeartbeatView(Vertical):
         yield ProgressBar(id="hb-tokens", show_eta=False)
         yield Section("last tick", id="hb-last")
 
-    def show_status(self, st: HeartbeatStatus, now: float) -> None:
+    def show_status(self, st: HeartbeatStatus, now: float, as_of: float | None = None) -> None:
+        """`as_of`: when the engine last answered, while it does not (the status is then as it was
+        known, and nothing counts down)."""
         paused, running = st.paused, st.running
-        state = "running" if running else "idle"
-        if not st.enabled:
-            timer = "timer disabled (heartbeat_ms < 0): fire by hand"
+        if as_of is not None:
+            state, timer = "UNKNOWN", f"the engine does not answer: last known as of {clock_time(as_of)} UTC"
+        elif running:
+            state, timer = "RUNNING", "a tick is running"
+        elif not st.enabled:
+            state, timer = "OFF", "timer off (heartbeat_ms < 0): fire by hand"
         elif paused:
-            timer = "paused"
+            state, timer = "PAUSED", "no timer ticks until resumed (p)"
+        elif not st.connected:
+            state = "WAITING"
+            timer = (
+                "no opencode connected: the first tick comes "
+                f"{countdown((st.interval_ms or 0) / 1000)} after one connects"
+            )
         elif st.next_at:
-            timer = f"next tick in {countdown(st.next_at - now)} (at {clock_time(st.next_at)} UTC)"
+            since = st.connected_at or 0.0
+            first = "first tick" if st.last is None or st.last.started_at < since else "next tick"
+            state = "IDLE"
+            timer = f"opencode connected · {first} in {countdown(st.next_at - now)} (at {clock_time(st.next_at)} UTC)"
         else:
-            timer = "waiting for opencode to connect"
+            state, timer = "IDLE", "no tick scheduled"
         model = st.model or {}
         text = Text()
-        text.append(f"{state.upper()}", style="bold green" if running else "bold")
-        text.append(f" · {'PAUSED · ' if paused else ''}{timer}\n")
+        text.append(state, style="bold green" if running else ("dim" if as_of is not None else "bold"))
+        text.append(f" · {timer}\n")
         text.append(f"interval {countdown((st.interval_ms or 0) / 1000)} · cleanup {st.cleanup}")
         text.append(
             f" · model {model.get('providerID')}/{model.get('modelID')}" if model else " · model: none yet"
         )
-        text.append(f"\nsession {st.session or '(none yet)'} · last heartbeat {st.time or 'never'}")
+        text.append(
+            f"\nsession {st.session or '(none yet)'} · last heartbeat {date_time(st.time) if st.time else 'never'}"
+        )
         self.query_one("#hb-summary", Static).update(text)
         self._gauge("count", st.count, st.count_threshold, "heartbeats since cleanup")
         self._gauge("tokens", st.tokens, st.tokens_threshold, "tokens in the heartbeat session")
         last = st.last
         if last:
-            lines = [f"{last.trigger} tick at {date_time(last.started_at)} UTC: {last.outcome}"]
+            lines = [f"{last.trigger} tick at {date_time(last.started_at)}: {last.outcome}"]
             if last.reason:
                 lines.append(f"reason: {last.reason}")
             if last.cleanup:

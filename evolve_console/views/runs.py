@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
@@ -12,7 +13,7 @@ from textual.widgets import Input, Label, Switch
 from engine.protocol import HookRun
 
 from ..detail import DetailPane, Part
-from ..format import as_json, clock_time, date_time, duration, short
+from ..format import as_json, clock_time, date_time, duration
 from ..line import Line
 from ..model import RunFilter
 from ..table import KeyedTable
@@ -58,20 +59,21 @@ class RunsView(Vertical):
         return RunFilter(**fields, failed=self.query_one("#filter-failed", Switch).value)
 
     @staticmethod
-    def row(run: HookRun) -> tuple[str, list[Any]]:
+    def row(run: HookRun, name: Callable[[str | None], str]) -> tuple[str, list[Any]]:
         return str(run.id), [
             clock_time(run.started_at),
             run.stage or "",
             run.hook or "",
-            short(run.session, 24),
+            name(run.session),
             duration(run.duration_ms),
             status_text(run),
         ]
 
-    def show_run(self, run: HookRun) -> None:
+    def show_run(self, run: HookRun, name: Callable[[str | None], str]) -> None:
         head = Text()
         head.append(f"{run.stage}  hooks/{run.hook}", style="bold")
-        head.append(f"\nsession {run.session or '-'} · started {date_time(run.started_at)} UTC")
+        session = f"{name(run.session)} ({run.session})" if run.session else "-"
+        head.append(f"\nsession {session} · started {date_time(run.started_at)}")
         head.append(f" · {duration(run.duration_ms)}")
         if run.exit_code is not None:
             head.append(f" · exit {run.exit_code}")

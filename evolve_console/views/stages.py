@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from rich.text import Text
@@ -11,7 +12,7 @@ from textual.containers import Horizontal, Vertical
 from engine.protocol import StageResult
 
 from ..detail import DetailPane, Part
-from ..format import as_json, clock_time, duration, short
+from ..format import as_json, clock_time, date_time, duration
 from ..line import Line
 from ..table import KeyedTable
 
@@ -37,22 +38,23 @@ class StagesView(Vertical):
         yield Line(id="stages-status", classes="status-line")
 
     @staticmethod
-    def row(d: StageResult) -> tuple[str, list[Any]]:
+    def row(d: StageResult, name: Callable[[str | None], str]) -> tuple[str, list[Any]]:
         failed = d.failed or []
         return str(d.id), [
             clock_time(d.started_at),
             d.stage or "",
-            short(d.session, 24),
+            name(d.session),
             str(len(d.hooks or [])),
             Text(", ".join(failed), style="red") if failed else "",
             Text("recovered", style="yellow") if d.recovered else "",
             duration(d.duration_ms),
         ]
 
-    def show_dispatch(self, d: StageResult) -> None:
+    def show_dispatch(self, d: StageResult, name: Callable[[str | None], str]) -> None:
         head = Text()
         head.append(f"{d.stage}", style="bold")
-        head.append(f" · session {d.session or '-'} · {duration(d.duration_ms)}\n")
+        session = f"{name(d.session)} ({d.session})" if d.session else "-"
+        head.append(f" · session {session} · {duration(d.duration_ms)} · {date_time(d.started_at)}\n")
         head.append("hooks: " + (", ".join(d.hooks or []) or "none"))
         if d.failed:
             head.append("\nfailed: " + ", ".join(d.failed), style="red")

@@ -17,12 +17,18 @@ from typing import Any
 from textual.message import Message
 from textual.notifications import Notify
 from textual.pilot import Pilot
-from textual.widgets import Select, Switch, TextArea
+from textual.widgets import Checkbox, Select, Switch, TextArea
 
 from evolve_console.app import EvolveConsole
 from evolve_console.detail import DetailPane
 from evolve_console.format import MORE_LIMIT, PREVIEW_LIMIT
-from evolve_console.screens import ConfirmScreen, MoreScreen, ResultScreen, StageScreen
+from evolve_console.screens import (
+    MoreScreen,
+    RejectScreen,
+    ResultScreen,
+    RevertScreen,
+    StageScreen,
+)
 from evolve_console.section import Section
 from evolve_console.table import KeyedTable
 from tests.console.conftest import (
@@ -232,7 +238,8 @@ def test_approve_records_a_git_note(engine: EngineProcess) -> None:
         await pilot.press("5")
         changes = table(app, "changes")
         await wait_until(pilot, lambda: sha in changes.rows, "the edit in the changes table")
-        assert cell_text(changes, sha, "review") == "not reviewed"
+        # An operator's own change needs no review, but can be approved all the same.
+        assert cell_text(changes, sha, "review") == "no review"
         assert cell_text(changes, sha, "origin") == "operator"
         await select_row(pilot, changes, sha)
         await pilot.press("a")
@@ -244,8 +251,8 @@ def test_approve_records_a_git_note(engine: EngineProcess) -> None:
         assert note.startswith("approved by operator"), note
         await wait_until(
             pilot,
-            lambda: cell_text(changes, sha, "review") == "reviewed",
-            lambda: f"the row to show 'reviewed' (shows {cell_text(changes, sha, 'review')!r})",
+            lambda: cell_text(changes, sha, "review") == "approved",
+            lambda: f"the row to show 'approved' (shows {cell_text(changes, sha, 'review')!r})",
         )
         reviewed = {c["sha"]: c["review"] for c in engine.get("/v1/changes")["changes"]}
         assert reviewed[sha] == note.strip()
@@ -267,15 +274,15 @@ def test_revert_asks_first_and_cancel_reverts_nothing(engine: EngineProcess) -> 
         await select_row(pilot, changes, sha)
 
         await pilot.press("r")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
+        await wait_until(pilot, lambda: isinstance(app.screen, RevertScreen), "the confirmation")
         await pilot.press("escape")
-        await wait_until(pilot, lambda: not isinstance(app.screen, ConfirmScreen), "the dialog to close")
+        await wait_until(pilot, lambda: not isinstance(app.screen, RevertScreen), "the dialog to close")
         await settle(pilot)
         assert engine.head() == sha, "cancel must revert nothing"
         assert chat.read_text(encoding="utf-8") == edited
 
         await pilot.press("r")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
+        await wait_until(pilot, lambda: isinstance(app.screen, RevertScreen), "the confirmation")
         await pilot.press("y")
         await wait_until(pilot, lambda: engine.head() != sha, "the revert commit")
         message = engine.git("log", "-1", "--format=%B")
@@ -291,7 +298,7 @@ def test_revert_asks_first_and_cancel_reverts_nothing(engine: EngineProcess) -> 
     assert any(n[2].startswith(f"reverted {sha[:10]}") for n in notifications(seen)), notifications(seen)
 
 
-def test_conflicting_revert_is_refused_and_changes_nothing(engine: EngineProcess) -> None:
+def test_conflicting_revert_is_refused_once_naming_the_later_change(engine: EngineProcess) -> None:
     chat = engine.workspace / "prompts" / "chat.md"
     first = edit_prompt(engine, "Answer plainly and briefly.", "Answer plainly and very briefly.")["commit"]
     second = edit_prompt(engine, "Answer plainly and very briefly.", "Answer in one short line.")["commit"]
@@ -304,20 +311,52 @@ def test_conflicting_revert_is_refused_and_changes_nothing(engine: EngineProcess
         await wait_until(pilot, lambda: second in changes.rows, "both edits in the changes table")
         await select_row(pilot, changes, first)
         await pilot.press("r")
-        await wait_until(pilot, lambda: isinstance(app.screen, ConfirmScreen), "the confirmation")
+        screen = await wait_until(
+            pilot, lambda: app.screen if isinstance(app.screen, RevertScreen) else None, "the revert dialog"
+        )
+        assert [c["sha"] for c in screen.impact["later"]] == [second]
+        assert screen.query_one("#together", Checkbox).value is False
         await pilot.press("y")
         refused = await wait_until(
             pilot,
-            lambda: [n for n in notifications(seen) if n[1] == "revert refused"],
+            lambda: [n for n in notifications(seen) if n[2].startswith("revert refused")],
             lambda: f"the refusal (notifications: {notifications(seen)})",
         )
+        await settle(pilot)
+        assert len(errors_shown(seen)) == 1, errors_shown(seen)  # one error, one toast
         severity, _, message = refused[0]
         assert severity == "error"
         assert "prompts/chat.md" in message and "conflicts" in message, message
+        assert second[:10] in message and "revert them together" in message, message
         assert engine.head() == second
         assert engine.git("status", "--porcelain") == ""
         assert chat.read_text(encoding="utf-8") == content
         assert row_keys(changes)[-1] == second
+
+        # Together: one new commit undoes both, and both rows say by which.
+        await select_row(pilot, changes, first)
+        await pilot.press("r")
+        screen = await wait_until(
+            pilot,
+            lambda: app.screen if isinstance(app.screen, RevertScreen) else None,
+            "the revert dialog again",
+        )
+        screen.query_one("#together", Checkbox).value = True
+        await pilot.press("y")
+        await wait_until(pilot, lambda: engine.head() != second, "the revert commit")
+        revert = engine.head()
+        assert "Answer plainly and briefly." in chat.read_text(encoding="utf-8")
+        assert engine.git("show", "-s", "--format=%s", revert).strip() == (
+            "revert: edit prompt chat.md and 1 later change(s)"
+        )
+        await wait_until(
+            pilot,
+            lambda: (
+                cell_text(changes, first, "review") == f"reverted by {revert[:7]}"
+                and cell_text(changes, second, "review") == f"reverted by {revert[:7]}"
+            ),
+            lambda: f"both rows reverted (shows {cell_text(changes, first, 'review')!r})",
+        )
 
     drive(engine, scenario)
 
@@ -344,6 +383,7 @@ def test_review_gate_approve_installs_and_reject_drops(workspace: Path, start_en
         await wait_until(pilot, lambda: to_reject in changes.rows, "the pending changes in the table")
         for key in (to_approve, to_reject):
             assert cell_text(changes, key, "review") == "awaits review"
+        assert "2 pending" in text_of(app.query_one("#views")), "the view bar counts what awaits review"
 
         await select_row(pilot, changes, to_approve)
         await pilot.press("a")
@@ -359,6 +399,8 @@ def test_review_gate_approve_installs_and_reject_drops(workspace: Path, start_en
 
         await select_row(pilot, changes, to_reject)
         await pilot.press("d")
+        await wait_until(pilot, lambda: isinstance(app.screen, RejectScreen), "the reject dialog")
+        await pilot.press(*["space" if ch == " " else ch for ch in "keep it busy"], "enter")
         await wait_until(
             pilot,
             lambda: (
@@ -366,7 +408,18 @@ def test_review_gate_approve_installs_and_reject_drops(workspace: Path, start_en
             ),
             "the engine to record the rejection",
         )
-        await wait_until(pilot, lambda: to_reject not in changes.rows, "the rejected row to go")
+        rejected = {p["id"]: p for p in engine.get("/v1/changes")["pending"]}[to_reject]
+        assert rejected["note"] == "rejected by operator: keep it busy"
+        # A rejected proposal stays in sight, marked, with its reason in its detail.
+        await wait_until(
+            pilot, lambda: cell_text(changes, to_reject, "review") == "rejected", "the row marked rejected"
+        )
+        await wait_until(
+            pilot,
+            lambda: ("information", "", "rejected: edit prompt heartbeat.md") in notifications(seen),
+            lambda: f"the rejection's toast (notifications: {notifications(seen)})",
+        )
+        assert ("information", "", "approved and installed: edit prompt chat.md") in notifications(seen)
         assert heartbeat.read_text(encoding="utf-8") == heartbeat_before
         assert engine.head() == approved_sha, "a rejection commits nothing"
 
@@ -545,8 +598,8 @@ def test_engine_gone_keeps_the_rows(engine: EngineProcess) -> None:
         await asyncio.to_thread(engine.cli, "stop")
         await wait_until(
             pilot,
-            lambda: not app.engine_connected and "disconnected" in connection_text(app),
-            lambda: f"'disconnected' (connection bar: {connection_text(app)!r})",
+            lambda: not app.engine_connected and "engine ○ down" in connection_text(app),
+            lambda: f"'engine ○ down' (connection bar: {connection_text(app)!r})",
         )
         await asyncio.to_thread(engine.wait_exit, 10)
         await pilot.pause(0.6)  # a few batches of the event loop, to see that nothing gets cleared
@@ -704,7 +757,7 @@ def test_huge_and_binary_output_is_bounded(workspace: Path, start_engine: StartE
         await pilot.press("3")
         sessions = table(app, "sessions")
         await wait_until(pilot, lambda: "ses_big" in sessions.rows, "the session with the 10 MB prompt")
-        chars = int(cell_text(sessions, "ses_big", "prompt").removesuffix(" chars").replace(",", ""))
+        chars = int(cell_text(sessions, "ses_big", "prompt").removesuffix(" ch").replace(",", ""))
         assert chars == sum(len(s) for s in frozen["system"])
         await select_row(pilot, sessions, "ses_big")
         await wait_until(pilot, lambda: is_cut(app, "session-detail", "system"), "the frozen prompt, cut")

@@ -123,6 +123,8 @@ def pending(pending_id: str, status: str = "pending") -> PendingChange:
 
 
 def commit(sha: str, at: int, origin: str = "operator", review: str | None = None) -> JSONDict:
+    """A commit as the engine lists it: an agent's change to a prompt needs a review."""
+    state = "approved" if review else ("unreviewed" if origin == "agent" else "none")
     return Change(
         sha=sha,
         time=at,
@@ -132,6 +134,7 @@ def commit(sha: str, at: int, origin: str = "operator", review: str | None = Non
         files=["prompts/chat.md"],
         origin=origin,
         review=review,
+        state=state,
     ).to_dict()
 
 
@@ -303,6 +306,39 @@ def test_a_heartbeat_answer_older_than_an_applied_event_is_ignored() -> None:
     assert not model.heartbeat.paused
 
 
+def test_failures_are_counted_until_looked_at_and_a_hook_that_starts_failing_alerts() -> None:
+    model = connected_model()
+
+    def run(n: int, hook: str, stage: str, error: str | None) -> Event:
+        data = {"id": f"r{n}", "stage": stage, "hook": hook, "started_at": float(n), "error": error}
+        return event(n, EventKind.HOOK_RUN, data)
+
+    update = model.apply_events([run(1, "a.py", "idle", None), run(2, "a.py", "idle", "exit 1")])
+    assert update.alerts == ["hooks/a.py started failing at idle: exit 1"]
+    update = model.apply_events([run(3, "a.py", "idle", "exit 1"), run(4, "b.py", "idle", None)])
+    assert update.alerts == [], "a hook that keeps failing alerts once"
+    assert model.failed_unseen == 2
+    model.looked_at_runs()
+    assert model.failed_unseen == 0
+    update = model.apply_events([run(5, "a.py", "idle", None), run(6, "a.py", "idle", "timeout")])
+    assert update.alerts == ["hooks/a.py started failing at idle: timeout"], "failing again after working"
+    assert model.failed_unseen == 1
+
+
+def test_tool_calls_come_from_their_start_and_end_events() -> None:
+    model = connected_model()
+    started = {"id": "t1", "tool": "notes_add", "args": {"text": "x"}, "started_at": 5.0, "session": "s"}
+    ended = {**started, "output": "noted", "duration_ms": 3.0, "commit": "abc"}
+    update = model.apply_events([event(1, EventKind.TOOL_CALL, started)])
+    assert update.redraw == {Part.TOOLS} and model.tool_calls["t1"].output is None
+    model.apply_events([event(2, EventKind.TOOL_RESULT, ended)])
+    assert model.tool_calls["t1"].output == "noted" and model.tool_calls["t1"].commit == "abc"
+    # A listing sent before the end was known: the end stays.
+    assert model.query(Part.TOOLS) == ("/v1/tool-calls", {"limit": HISTORY_LIMIT})
+    model.apply_reload(Part.TOOLS, {"tool_calls": [started]}, since=1)
+    assert model.tool_calls["t1"].output == "noted"
+
+
 def test_opencode_connections_come_and_go_in_the_status() -> None:
     model = connected_model()
     model.apply_reload(Part.STATUS, engine_status().to_dict())
@@ -330,15 +366,23 @@ def test_changes_list_commits_oldest_first_then_what_awaits_review() -> None:
     model = connected_model()
     answer = {
         "changes": [commit("c3", 300, "agent"), commit("c2", 200), commit("c1", 100, "initial")],
-        "pending": [pending("chg_a").to_dict(), pending("chg_b", status="rejected").to_dict()],
+        "pending": [
+            pending("chg_a").to_dict(),
+            pending("chg_b", status="rejected").to_dict(),
+            pending("chg_c", status="approved").to_dict(),
+        ],
     }
     assert model.query(Part.CHANGES) == ("/v1/changes", {"limit": HISTORY_LIMIT})
     model.apply_reload(Part.CHANGES, answer)
-    assert list(model.changes) == ["c1", "c2", "c3", "chg_a"], "decided pending changes are not shown"
+    # A rejected proposal stays in sight; an approved one is its commit now.
+    assert list(model.changes) == ["c1", "c2", "c3", "chg_a", "chg_b"]
+    assert model.changes["chg_b"].state == "rejected" and not model.changes["chg_b"].awaits_decision
+    assert model.changes["c3"].state == "unreviewed" and model.changes["c3"].needs_review
+    assert (model.pending_count, model.unreviewed_count) == (1, 1)
     first, waiting = model.changes["c1"], model.changes["chg_a"]
     assert not first.revertible and model.changes["c2"].revertible
     assert waiting.origin == "pending" and waiting.pending_id == "chg_a" and not waiting.revertible
-    assert waiting.subject == "edit prompt chat.md (awaits review)"
+    assert waiting.subject == "edit prompt chat.md" and waiting.awaits_decision
     assert waiting.files == ["prompts/chat.md"] and waiting.time == 3000.0
     assert waiting.trailers == {"tool": "evolve_prompt_edit", "session": "ses_a", "call": "call_1"}
 
@@ -349,8 +393,10 @@ def test_pending_changes_and_reviews_are_applied_without_a_reload() -> None:
     update = model.apply_events([event(1, EventKind.PENDING, pending("chg_a").to_dict())])
     assert update.redraw == {Part.CHANGES} and update.reload == set()
     assert list(model.changes) == ["c1", "chg_a"]
+    assert update.alerts == ["a change awaits your review: edit prompt chat.md (prompts/chat.md)"]
     update = model.apply_events([event(2, EventKind.PENDING, pending("chg_a", status="rejected").to_dict())])
-    assert update.redraw == {Part.CHANGES} and list(model.changes) == ["c1"]
+    assert update.redraw == {Part.CHANGES} and list(model.changes) == ["c1", "chg_a"]
+    assert model.changes["chg_a"].state == "rejected" and update.alerts == []
 
     review = ReviewRecorded("c1", "approved by operator at 2026-01-01T00:00:00Z").to_dict()
     update = model.apply_events([event(3, EventKind.REVIEW, review)])

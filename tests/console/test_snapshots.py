@@ -42,6 +42,7 @@ from engine.protocol.records import HookRun, PendingChange, StageResult
 from evolve_console.app import EvolveConsole
 from evolve_console.client import Target
 from evolve_console.detail import DetailPane
+from evolve_console.diffview import DiffView
 from evolve_console.table import KeyedTable
 from tests.console.conftest import connected, make_isolated_env, settle, wait_until
 from tests.support.engine_process import EngineProcess
@@ -367,9 +368,25 @@ def build_journal(ws: Path) -> None:
             journal.record_dispatch(d)
         journal.flush()
         model = {"providerID": "anthropic", "modelID": "claude-sonnet-4"}
-        journal.save_session(chat, system=SYSTEM, frozen_at=at(10), agent="build", model=model)
-        journal.save_session(beat, system=[SYSTEM[0]], frozen_at=at(60), agent="evolve", model=model)
-        journal.save_session("ses_chat_0002", agent="build", model=model)
+        journal.save_session(
+            chat,
+            system=SYSTEM,
+            frozen_at=at(10),
+            agent="build",
+            model=model,
+            created_at=at(9),
+            title="Weekly plan",
+        )
+        journal.save_session(
+            beat,
+            system=[SYSTEM[0]],
+            frozen_at=at(60),
+            agent="evolve",
+            model=model,
+            created_at=at(59),
+            tokens=1240,
+        )
+        journal.save_session("ses_chat_0002", agent="build", model=model, created_at=at(150))
 
 
 def build_state(ws: Path) -> None:
@@ -464,7 +481,9 @@ def normalise(svg: str) -> str:
 
 
 def detail_loaded(app: EvolveConsole, pane: str, placeholder: str) -> bool:
-    return app.query_one(f"#{pane}", DetailPane).head.plain != placeholder
+    widget = app.query_one(f"#{pane}")
+    assert isinstance(widget, DetailPane | DiffView)
+    return widget.head.plain != placeholder
 
 
 async def screenshot(engine: EngineProcess, key: str) -> str:
@@ -590,4 +609,5 @@ def test_table_columns_fit_rows_drawn_early() -> None:
 def test_changes_view_shows_the_review_column(fixed_engine: EngineProcess) -> None:
     """Approving is what the view is for: its review state must be visible at 140 columns."""
     text = " ".join(text_lines(asyncio.run(screenshot(fixed_engine, "5"))))
-    assert "reviewed" in text, text  # "reviewed" / "not reviewed" are only in that column
+    # The review states are only in that column.
+    assert "awaits review" in text and "no review" in text, text

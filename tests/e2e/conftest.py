@@ -258,7 +258,25 @@ class Project:
             )
         if check and proc.returncode != 0:
             pytest.fail(f"opencode run {' '.join(words)}: {describe(proc)}\n{self.shim_log()}")
+        self.settle()
         return proc
+
+    def settle(self, timeout: float = 30.0) -> None:
+        """Wait until the engine has finished what opencode handed it (it accepts finished responses,
+        tool calls and events at once and works on them after opencode moved on, or exited) and its
+        journal holds it."""
+        if self.announcement() is None:
+            return
+
+        def idle() -> bool:
+            try:
+                return self.engine_api("/v1/status")["busy"] is False
+            except (httpx.HTTPError, AssertionError):
+                return True  # no engine answers: nothing is pending there
+
+        wait_for("the engine to finish what opencode handed it", idle, timeout=timeout, interval=0.05)
+        with contextlib.suppress(httpx.HTTPError, AssertionError):
+            self.engine_api("/v1/dispatches?limit=1")  # returns once the journal holds what came before
 
     def start_run(self, *words: str) -> subprocess.Popen[str]:
         """`opencode run <words…>` in the background (read its output with communicate())."""

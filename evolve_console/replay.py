@@ -1,0 +1,338 @@
+"""A change replayed on the agent's recorded traffic: its progress, the figures per stage, and each
+difference with the changed words marked.
+
+The engine runs the replay and computes the differences word by word (the segments of each
+`FieldDiff`); this module only draws them, so that another diff rendering can replace `render_diff`
+without touching the rest. The screen learns of progress from the app, which follows the event
+stream (`ReplayScreen.follow`), and fetches the whole result when the replay ends.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Iterable
+from typing import ClassVar
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Label, ProgressBar, Static
+
+from engine.protocol.records import (
+    FieldDiff,
+    InputComparison,
+    ReplayProgress,
+    ReplayResult,
+    StageComparison,
+)
+
+from .client import EngineClient, EngineError
+from .model import ChangeEntry
+
+CONTEXT = 160  # unchanged characters shown on each side of a change
+SHOW_SOURCES = 3  # inputs named for a difference that several share
+SEGMENT_STYLES = {"-": "bold red strike", "+": "bold green", "~": "dim italic"}
+
+
+def replay_route(change: ChangeEntry) -> str:
+    """Where a change's replays live in the API."""
+    if change.pending_id:
+        return f"/v1/pending/{change.pending_id}/replay"
+    return f"/v1/changes/{change.key}/replay"
+
+
+# ---- drawing a result ------------------------------------------------------------------------------
+
+
+def replay_line(result: ReplayResult | None) -> Text:
+    """One line for the changes view's detail pane: the latest replay of the selected change."""
+    text = Text()
+    if result is None:
+        text.append("replay: none yet (e to replay it on recorded traffic)", style="dim")
+        return text
+    if result.state == "running":
+        text.append(f"replay: running, {result.done} of {result.total} (e shows it)", style="yellow")
+        return text
+    when = time.strftime("%H:%M:%S", time.gmtime(result.finished_at or result.started_at))
+    text.append(f"replay of {when} UTC: ", style="bold")
+    if result.state != "done":
+        text.append(f"{result.state}" + (f": {result.error}" if result.error else ""), style="red")
+        return text
+    parts = []
+    for stage in result.stages:
+        if not stage.inputs:
+            continue
+        found = f"{stage.stage} {stage.changed} of {stage.inputs} changed"
+        if stage.failed:
+            found += f", {stage.failed} failed"
+        parts.append(found)
+    text.append(" · ".join(parts) or "no recorded inputs", style="bold magenta" if _changed(result) else "")
+    text.append(" (e for the differences)", style="dim")
+    return text
+
+
+def _changed(result: ReplayResult) -> bool:
+    return any(s.changed or s.failed for s in result.stages)
+
+
+def report(result: ReplayResult) -> RenderableType:
+    """The whole result: what was compared, the figures per stage, the differences, the failures."""
+    head = Text()
+    head.append(f"{result.kind} {_short(result.target)} “{result.title}”", style="bold")
+    head.append(f"  ({', '.join(result.files)})\n")
+    head.append(f"before: {result.before}\nafter:  {result.after}\n", style="dim")
+    if result.state == "running":
+        head.append(f"running: {result.done} of {result.total} replays\n", style="yellow")
+    else:
+        style = "green" if result.state == "done" else "red"
+        head.append(f"{result.state} in {result.duration_ms / 1000:.1f} s", style=style)
+        head.append(f": {result.error}\n" if result.error else "\n", style=style)
+    for warning in result.warnings:
+        head.append(f"note: {warning}\n", style="yellow")
+    parts: list[RenderableType] = [head]
+    if result.stages:
+        parts.append(figures(result.stages))
+    for stage in result.stages:
+        parts.extend(_stage_details(stage))
+    return Group(*parts)
+
+
+def _short(target: str) -> str:
+    return target[:10] if len(target) == 40 else target
+
+
+def figures(stages: Iterable[StageComparison]) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column, justify in (
+        ("stage", "left"),
+        ("inputs", "right"),
+        ("changed", "right"),
+        ("unchanged", "right"),
+        ("failed before/after", "right"),
+        ("volatile (left out)", "left"),
+    ):
+        table.add_column(column, justify=justify)  # type: ignore[arg-type]
+    for stage in stages:
+        if stage.note and not stage.inputs:
+            table.add_row(stage.stage, "0", "", "", "", Text(stage.note, style="dim"))
+            continue
+        table.add_row(
+            stage.stage,
+            str(stage.inputs),
+            Text(str(stage.changed), style="bold magenta" if stage.changed else ""),
+            str(stage.unchanged),
+            Text(f"{stage.failed_before}/{stage.failed_after}", style="bold red" if stage.failed else ""),
+            ", ".join(stage.volatile) or "-",
+        )
+    return table
+
+
+def _stage_details(stage: StageComparison) -> list[RenderableType]:
+    out: list[RenderableType] = []
+    changed = [c for c in stage.comparisons if c.status == "changed"]
+    if changed:
+        text = Text()
+        text.append(
+            f"\n{stage.stage}: {len(changed)} of {stage.inputs} results changed", style="bold underline"
+        )
+        text.append("\n")
+        for diffs, sources in grouped(changed):
+            text.append(f"in {_sources(sources)}:\n", style="bold")
+            for diff in diffs:
+                text.append(f"  {diff.label}{_absence(diff)}\n", style="italic")
+                text.append_text(render_diff(diff.segments))
+                text.append("\n")
+        out.append(text)
+    failed = [c for c in stage.comparisons if c.status == "failed"]
+    if failed:
+        text = Text()
+        text.append(f"\n{stage.stage}: {len(failed)} of {stage.inputs} inputs failed", style="bold underline")
+        text.append("\n")
+        groups: dict[str, list[InputComparison]] = {}
+        for c in failed:
+            lines = [*(f"before: {e}" for e in c.errors_before), *(f"after: {e}" for e in c.errors_after)]
+            groups.setdefault("\n".join(lines), []).append(c)
+        for errors, sources in groups.items():
+            text.append(f"in {_sources(sources)}:\n", style="bold")
+            text.append("".join(f"  {line}\n" for line in errors.split("\n")), style="red")
+        out.append(text)
+    return out
+
+
+def grouped(found: Iterable[InputComparison]) -> list[tuple[list[FieldDiff], list[InputComparison]]]:
+    """Inputs with the very same differences together (twenty sessions, one system prompt edit)."""
+    groups: dict[str, tuple[list[FieldDiff], list[InputComparison]]] = {}
+    for c in found:
+        key = json.dumps([d.to_dict() for d in c.diffs], sort_keys=True)
+        groups.setdefault(key, (c.diffs, []))[1].append(c)
+    return list(groups.values())
+
+
+def _sources(found: list[InputComparison]) -> str:
+    names = [_source(c) for c in found[:SHOW_SOURCES]]
+    more = len(found) - len(names)
+    listed = ", ".join(names) + (f" and {more} more" if more else "")
+    return f"{len(found)} inputs ({listed})" if len(found) > 1 else listed
+
+
+def _source(c: InputComparison) -> str:
+    return f"{c.source} (session {c.session})" if c.session else c.source
+
+
+def _absence(diff: FieldDiff) -> str:
+    if diff.before_absent:
+        return " (new: the version before gave none)"
+    if diff.after_absent:
+        return " (gone: the version after gives none)"
+    return ""
+
+
+def render_diff(segments: list[list[str]]) -> Text:
+    """A field's text after the change, removed words struck out in red, added ones in green,
+    volatile ones dimmed; long unchanged stretches shortened."""
+    text = Text()
+    for index, (op, part) in enumerate(segments):
+        if op == "=":
+            text.append(shorten(part, CONTEXT, first=index == 0, last=index == len(segments) - 1))
+        else:
+            text.append(part, style=SEGMENT_STYLES.get(op, ""))
+    if not segments:
+        text.append("(empty)", style="dim")
+    return text
+
+
+def shorten(text: str, context: int, *, first: bool = False, last: bool = False) -> str:
+    head = 0 if first else context
+    tail = 0 if last else context
+    if len(text) <= head + tail + 20:
+        return text
+    skipped = len(text) - head - tail
+    return f"{text[:head]}[… {skipped:,} unchanged characters …]{text[len(text) - tail :]}"
+
+
+# ---- the screen --------------------------------------------------------------------------------------
+
+
+class ReplayScreen(ModalScreen[None]):
+    """Replays a change in the engine, with its progress, then shows the figures and the differences.
+    Escape closes it (a replay under way goes on in the engine, and its result is kept); `c` cancels."""
+
+    # Its own styles, so that the screen can move or be replaced as one piece.
+    DEFAULT_CSS = """
+    ReplayScreen { align: center middle; }
+    ReplayScreen #replay-dialog {
+        width: 95%; height: 95%; padding: 0 1; background: $surface; border: thick $primary;
+    }
+    ReplayScreen #replay-progress { height: 1; margin: 1 0 0 0; }
+    ReplayScreen #replay-status { height: 1; color: $text-muted; }
+    ReplayScreen #replay-body { height: 1fr; margin-top: 1; }
+    ReplayScreen #replay-buttons { height: 3; }
+    ReplayScreen #replay-buttons Button { margin-right: 2; }
+    """
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("escape", "close", "Close", id="replay.close", tooltip="Close (a replay under way goes on)"),
+        Binding("c", "cancel", "Cancel replay", id="replay.cancel", tooltip="Stop the replay under way"),
+    ]
+
+    def __init__(self, client: Callable[[], EngineClient], change: ChangeEntry) -> None:
+        super().__init__()
+        self._client = client
+        self.change = change
+        self.target = change.pending_id or change.key
+        self.replay_id: str | None = None
+        self.result: ReplayResult | None = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical(id="replay-dialog"):
+            yield Label(Text(f"Replay: {self.change.subject}", style="bold"), id="replay-title")
+            yield ProgressBar(total=None, show_eta=False, id="replay-progress")
+            yield Static("starting…", id="replay-status", markup=False)
+            with VerticalScroll(id="replay-body"):
+                yield Static("", id="replay-report", markup=False)
+            with Horizontal(id="replay-buttons"):
+                yield Button("Cancel replay (c)", variant="warning", id="replay-cancel")
+                yield Button("Close (escape)", id="replay-close")
+
+    def on_mount(self) -> None:
+        self.start()
+
+    @property
+    def running(self) -> bool:
+        return self.result is None or self.result.state == "running"
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "cancel":
+            return True if self.running else None
+        return True
+
+    @work(exclusive=True, group="replay-start", exit_on_error=False)
+    async def start(self) -> None:
+        started = ReplayResult.from_dict(await self._client().post(replay_route(self.change), {}))
+        self.replay_id = started.id
+        # It may have ended before its id came back: ask once, events do the rest.
+        self.show(ReplayResult.from_dict(await self._client().get(f"/v1/replays/{started.id}")))
+
+    def follow(self, record: ReplayProgress | ReplayResult) -> None:
+        """A replay event from the engine's stream (the app passes each one on)."""
+        if record.target != self.target or (self.replay_id is not None and record.id != self.replay_id):
+            return
+        if isinstance(record, ReplayProgress):
+            if self.running:
+                self._progress(record.done, record.total, record.message)
+        elif self.replay_id is not None:
+            self.fetch(record.id)
+
+    @work(exclusive=True, group="replay-fetch", exit_on_error=False)
+    async def fetch(self, replay_id: str) -> None:
+        self.show(ReplayResult.from_dict(await self._client().get(f"/v1/replays/{replay_id}")))
+
+    def show(self, result: ReplayResult) -> None:
+        if self.result is not None and self.result.state != "running" and result.state == "running":
+            return  # an answer older than the end already shown
+        self.result = result
+        if result.state == "running":
+            self._progress(result.done, result.total, "replaying")
+            return
+        bar = self.query_one("#replay-progress", ProgressBar)
+        bar.update(
+            total=max(result.total, 1),
+            progress=max(result.total, 1) if result.state == "done" else result.done,
+        )
+        self.query_one("#replay-status", Static).update(
+            f"{result.state} in {result.duration_ms / 1000:.1f} s"
+            + (f": {result.error}" if result.error else "")
+            + f" · {result.total} replays of recorded inputs"
+        )
+        self.query_one("#replay-report", Static).update(report(result))
+        self.query_one("#replay-cancel", Button).disabled = True
+        self.refresh_bindings()
+
+    def _progress(self, done: int, total: int, message: str) -> None:
+        bar = self.query_one("#replay-progress", ProgressBar)
+        if total:
+            bar.update(total=total, progress=done)
+        self.query_one("#replay-status", Static).update(f"{message}: {done} of {total}" if total else message)
+
+    @on(Button.Pressed, "#replay-cancel")
+    def action_cancel(self) -> None:
+        if self.running and self.replay_id is not None:
+            self.cancel_replay(self.replay_id)
+
+    @work(group="replay-cancel", exit_on_error=False)
+    async def cancel_replay(self, replay_id: str) -> None:
+        try:
+            await self._client().post(f"/v1/replays/{replay_id}/cancel")
+        except EngineError as exc:  # it ended meanwhile
+            self.notify(str(exc), timeout=5)
+            return
+        self.query_one("#replay-status", Static).update("cancelling…")
+
+    @on(Button.Pressed, "#replay-close")
+    def action_close(self) -> None:
+        self.dismiss(None)
