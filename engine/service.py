@@ -11,6 +11,7 @@ import os
 import secrets
 import signal
 import socket
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -140,7 +141,8 @@ async def serve(
         await engine.start(watch=True, heartbeat=True)
         watching = asyncio.create_task(watch_workspace(ws, gone))
         announcement.write()
-        log.warning("engine for %s listening on %s (pid %d)", root, url, os.getpid())
+        # Not a warning: the one line a person starting the engine by hand wants to see.
+        print(f"evolve: engine for {root} listening on {url} (pid {os.getpid()})", file=sys.stderr, flush=True)
         if ready is not None:
             ready(announcement)
         serve_task = asyncio.create_task(server.serve(sockets=[sock]))

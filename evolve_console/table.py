@@ -27,7 +27,8 @@ from .model import MAX_ROWS as MAX_ROWS  # the cap the model keeps its rows to
 
 @dataclass(frozen=True)
 class Width:
-    """How wide a column wants to be, how narrow it may get, and its share of room to spare."""
+    """How wide a column wants to be, how narrow it may get (0: it may go out of sight, when even the
+    others' minimums do not fit; the detail pane shows it), and its share of room to spare."""
 
     preferred: int
     minimum: int
@@ -55,9 +56,9 @@ WIDTHS = {
     "notes": Width(5, 5),  # a count
     "state": Width(5, 5),
     "tokens": Width(7, 6),
-    "origin": Width(9, 7),
-    "change": Width(26, 12, grow=2),
-    "files": Width(14, 8, grow=1),
+    "origin": Width(9, 6),
+    "change": Width(26, 10, grow=2),
+    "files": Width(14, 0, grow=1),
     "review": Width(19, 9),
     "tool": Width(18, 10, grow=1),
     "result": Width(9, 7),
@@ -65,8 +66,18 @@ WIDTHS = {
 }
 
 
+SHOWN_AT_LEAST = 4  # a column that may go out of sight is shown at least this wide, or not at all
+
+
 def fit(widths: list[Width], available: int) -> list[int]:
-    """Column widths for a view `available` cells wide (a blank before each column and at the end)."""
+    """Column widths for a view `available` cells wide (a blank before each column and at the end);
+    0 for a column out of sight."""
+    floor = sum(w.minimum or SHOWN_AT_LEAST for w in widths) + len(widths) + 1
+    if floor > available and any(w.minimum == 0 for w in widths):
+        # Even the minimums do not fit: the columns that may go, go (their blank with them).
+        kept = [w for w in widths if w.minimum > 0]
+        fitted = iter(fit(kept, available))
+        return [next(fitted) if w.minimum > 0 else 0 for w in widths]
     shown = [w.preferred for w in widths]
     spare = available - sum(shown) - len(shown) - 1
     if spare > 0:
@@ -81,7 +92,7 @@ def fit(widths: list[Width], available: int) -> list[int]:
             shown[last] += spare - given  # the remainder of the integer shares
     elif spare < 0:
         missing = -spare
-        slack = [w.preferred - w.minimum for w in widths]
+        slack = [w.preferred - (w.minimum or SHOWN_AT_LEAST) for w in widths]
         total = sum(slack)
         if total:
             for i in range(len(widths)):
@@ -282,7 +293,8 @@ class KeyedTable(LineView, can_focus=True):
             self._styled.pop((key, style), None)
 
     def _update_size(self) -> None:
-        width = sum(self.widths) + len(self.widths) + 1  # a blank before each column and at the end
+        # A blank before each column shown and at the end.
+        width = sum(self.widths) + sum(1 for w in self.widths if w) + 1
         size = Size(width, len(self._order) + 1)
         if size != self.virtual_size:
             self.set_virtual_size(size)
@@ -380,6 +392,8 @@ class KeyedTable(LineView, can_focus=True):
         console = self.app.console
         segments: list[Segment] = []
         for width, value in zip(self.widths, cells, strict=False):
+            if width == 0:
+                continue  # out of sight in a narrow view
             text = value.copy() if isinstance(value, Text) else Text(str(value).replace("\n", " "))
             text.truncate(width, overflow="ellipsis", pad=True)
             segments.append(Segment(" "))
@@ -389,7 +403,7 @@ class KeyedTable(LineView, can_focus=True):
             segments.extend(rendered)
         # Up to the view's right edge, so that the row's background (stripe, cursor) spans it.
         view = self.scrollable_size.width or self._drawn_width  # (hidden: the width it will have)
-        end = max(self.virtual_size.width, view) - sum(self.widths) - len(self.widths)
+        end = max(self.virtual_size.width, view) - sum(self.widths) - sum(1 for w in self.widths if w)
         segments.append(Segment(" " * max(end, 1)))
         return Strip(segments).simplify()
 

@@ -37,6 +37,7 @@ def add_events_route(router: Router, engine: Engine) -> None:
 
         async def stream() -> AsyncIterator[bytes]:
             stopping = asyncio.ensure_future(engine.shutdown_requested.wait())
+            getting: asyncio.Future[Event] | None = None
             try:
                 yield b": evolve event stream\n\n"
                 for e in backlog:
@@ -60,7 +61,11 @@ def add_events_route(router: Router, engine: Engine) -> None:
                     last = e.seq
                     yield encode(e)
             finally:
+                # Closed mid-wait (the client went away, the engine stops): no task may be left
+                # pending, or the event loop complains when it is collected.
                 stopping.cancel()
+                if getting is not None:
+                    getting.cancel()
                 sub.close()
 
         return StreamingResponse(

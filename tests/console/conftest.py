@@ -15,12 +15,13 @@ itself is tests.support.engine_process.EngineProcess.
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import os
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +32,13 @@ for _key in [k for k in os.environ if k.startswith("TEXTUAL_")] + ["NO_COLOR", "
 
 import pytest  # noqa: E402
 from rich.text import Text  # noqa: E402
+from textual.message import Message  # noqa: E402
+from textual.notifications import Notify  # noqa: E402
 from textual.pilot import Pilot  # noqa: E402
 from textual.widget import Widget  # noqa: E402
 
 from evolve_console.app import EvolveConsole  # noqa: E402
+from evolve_console.detail import DetailPane  # noqa: E402
 from evolve_console.table import KeyedTable  # noqa: E402
 from tests.support import environment  # noqa: E402
 from tests.support.engine_process import START_TIMEOUT, EngineProcess  # noqa: E402
@@ -186,3 +190,57 @@ async def select_row(pilot: Pilot[Any], table: KeyedTable, key: str) -> None:
             return
         await pilot.press("down" if table.cursor_row < target else "up")
     raise AssertionError(f"the cursor never reached row {key} (at {table.cursor_row}, want {target})")
+
+
+# ---- driving the console against an engine ----------------------------------------------------
+
+SIZE = (140, 40)
+Scenario = Callable[[EvolveConsole, Pilot[Any], list[Message]], Coroutine[Any, Any, None]]
+
+
+def drive(engine: EngineProcess, scenario: Scenario) -> list[Message]:
+    """Run the console attached to `engine` and play `scenario` on it; returns the messages seen."""
+    seen: list[Message] = []
+
+    async def main() -> None:
+        app = EvolveConsole(engine.target)
+        async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
+            await connected(pilot)
+            await scenario(app, pilot, seen)
+            await settle(pilot)
+        assert app.return_code in (None, 0), f"the console exited with {app.return_code}"
+
+    asyncio.run(main())
+    return seen
+
+
+def notifications(seen: list[Message]) -> list[tuple[str, str, str]]:
+    """(severity, title, message) of every notification the console raised."""
+    return [
+        (m.notification.severity, m.notification.title, m.notification.message)
+        for m in seen
+        if isinstance(m, Notify)
+    ]
+
+
+def errors_shown(seen: list[Message]) -> list[tuple[str, str, str]]:
+    return [n for n in notifications(seen) if n[0] == "error"]
+
+
+def detail_text(app: EvolveConsole, pane: str, part: str) -> str:
+    """What a detail pane shows for one of its parts (cut and cleaned as on screen)."""
+    return app.query_one(f"#{pane}", DetailPane).bodies.get(part, "")
+
+
+def table(app: EvolveConsole, name: str) -> KeyedTable:
+    return app.query_one(f"#{name}-table", KeyedTable)
+
+
+def edit_prompt(
+    engine: EngineProcess, old: str, new: str, prompt: str = "chat.md", **extra: Any
+) -> dict[str, Any]:
+    """evolve_prompt_edit through the API (as the operator unless `extra` says otherwise)."""
+    extra.setdefault("origin", "operator")
+    return engine.call_tool(
+        "evolve_prompt_edit", {"prompt": prompt, "oldString": old, "newString": new}, **extra
+    )

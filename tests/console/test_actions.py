@@ -10,12 +10,10 @@ import asyncio
 import json
 import threading
 import time
-from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
 
 from textual.message import Message
-from textual.notifications import Notify
 from textual.pilot import Pilot
 from textual.widgets import Checkbox, Select, Switch, TextArea
 
@@ -30,79 +28,32 @@ from evolve_console.screens import (
     StageScreen,
 )
 from evolve_console.section import Section
-from evolve_console.table import KeyedTable
 from tests.console.conftest import (
     StartEngine,
     cell_text,
-    connected,
     connection_text,
+    detail_text,
+    drive,
+    edit_prompt,
+    errors_shown,
+    notifications,
     row_keys,
     select_row,
     settle,
+    table,
     text_of,
     wait_until,
     write_hook,
 )
 from tests.support.engine_process import EngineProcess
 
-SIZE = (140, 40)
-Scenario = Callable[[EvolveConsole, Pilot[Any], list[Message]], Coroutine[Any, Any, None]]
-
-
-def drive(engine: EngineProcess, scenario: Scenario) -> list[Message]:
-    """Run the console attached to `engine` and play `scenario` on it; returns the messages seen."""
-    seen: list[Message] = []
-
-    async def main() -> None:
-        app = EvolveConsole(engine.target)
-        async with app.run_test(size=SIZE, message_hook=seen.append) as pilot:
-            await connected(pilot)
-            await scenario(app, pilot, seen)
-            await settle(pilot)
-        assert app.return_code in (None, 0), f"the console exited with {app.return_code}"
-
-    asyncio.run(main())
-    return seen
-
-
-def notifications(seen: list[Message]) -> list[tuple[str, str, str]]:
-    """(severity, title, message) of every notification the console raised."""
-    return [
-        (m.notification.severity, m.notification.title, m.notification.message)
-        for m in seen
-        if isinstance(m, Notify)
-    ]
-
-
-def errors_shown(seen: list[Message]) -> list[tuple[str, str, str]]:
-    return [n for n in notifications(seen) if n[0] == "error"]
-
 
 def section_text(app: EvolveConsole, section_id: str) -> str:
     return text_of(app.query_one(f"#{section_id}", Section).query_one(".section-body"))
 
 
-def detail_text(app: EvolveConsole, pane: str, part: str) -> str:
-    """What a detail pane shows for one of its parts (cut and cleaned as on screen)."""
-    return app.query_one(f"#{pane}", DetailPane).bodies.get(part, "")
-
-
 def is_cut(app: EvolveConsole, pane: str, part: str) -> bool:
     return any(p.id == part for p in app.query_one(f"#{pane}", DetailPane).truncated)
-
-
-def table(app: EvolveConsole, name: str) -> KeyedTable:
-    return app.query_one(f"#{name}-table", KeyedTable)
-
-
-def edit_prompt(
-    engine: EngineProcess, old: str, new: str, prompt: str = "chat.md", **extra: Any
-) -> dict[str, Any]:
-    """evolve_prompt_edit through the API (as the operator unless `extra` says otherwise)."""
-    extra.setdefault("origin", "operator")
-    return engine.call_tool(
-        "evolve_prompt_edit", {"prompt": prompt, "oldString": old, "newString": new}, **extra
-    )
 
 
 # Hooks of these tests: small python3 scripts; argv[1] is the stage, the input JSON is on stdin.

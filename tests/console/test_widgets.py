@@ -457,3 +457,25 @@ def test_view_bar_marks_the_shown_view_and_clicks_press_its_key() -> None:
         assert styles_of("Second view") == first, "the mark moved to the clicked view"
 
     run_app(app, scenario, size=(80, 6))
+
+
+# ---- column widths that fit the view --------------------------------------------------------------
+
+
+def test_columns_fit_the_view_growing_narrowing_and_giving_way() -> None:
+    from evolve_console.table import WIDTHS, fit
+
+    columns = [WIDTHS[k] for k in ("time", "origin", "change", "files", "review")]
+
+    def total(widths: list[int]) -> int:
+        return sum(widths) + sum(1 for w in widths if w) + 1
+
+    preferred = [w.preferred for w in columns]
+    assert fit(columns, total(preferred)) == preferred
+    wide = fit(columns, 140)
+    assert total(wide) == 140 and wide[0] == 8 and wide[2] > preferred[2], "the growing columns share"
+    narrow = fit(columns, 60)
+    assert total(narrow) == 60 and all(n >= w.minimum for n, w in zip(narrow, columns, strict=True))
+    tight = fit(columns, 40)
+    assert tight[3] == 0 and total(tight) <= 40, "the files column gives way before the review state"
+    assert tight[4] >= columns[4].minimum

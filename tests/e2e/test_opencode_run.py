@@ -128,7 +128,8 @@ def test_tool_calls_refused_by_schema_and_by_permission_rule(make_project: Any) 
     )
     assert notes_seen == [None]
 
-    # 4. refused by opencode's permission rule (the engine never saw the call), then allowed
+    # 4. refused by opencode's permission rule (the hook never ran; the engine records the refusal),
+    # then allowed
     denied = tool_results(main[2])[denied_id]
     assert denied.startswith(
         "The user has specified a rule which prevents you from using this specific tool call"
@@ -138,13 +139,17 @@ def test_tool_calls_refused_by_schema_and_by_permission_rule(make_project: Any) 
     notes = project.notes()
     assert notes is not None and [n["text"] for n in notes] == ["buy bread"]
 
-    def both_calls(journal: Any) -> list[Any] | None:
+    def all_calls(journal: Any) -> list[Any] | None:
         calls = journal.tool_calls(tool="notes_add")
-        return calls if len(calls) >= 2 else None
+        return calls if len(calls) >= 3 else None
 
-    calls = project.poll_journal("the engine's notes_add calls in the journal", both_calls)
-    assert [c.args["priority"] for c in reversed(calls)] == ["urgent", "low"]
-    assert calls[1].error and calls[1].output == urgent
+    calls = project.poll_journal("the engine's notes_add calls in the journal", all_calls)
+    assert [c.args["priority"] for c in reversed(calls)] == ["urgent", "high", "low"]
+    assert calls[2].error and calls[2].output == urgent
+    refused = calls[1]
+    assert refused.permission == "denied by opencode" and refused.commit is None
+    assert refused.error is not None and refused.error.startswith("permission denied: ")
+    assert calls[0].permission == "allowed by opencode" and calls[0].error is None
     with project.journal() as journal:
         runs = journal.runs(stage="execute_tool")
     assert [r.input["args"]["priority"] for r in runs] == ["low"]

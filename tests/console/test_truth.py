@@ -1,0 +1,270 @@
+"""The screen never lies: each finding of a trial as an operator, against a real engine. The console
+must show what is true now (live, without waiting for a reload), say what it cannot know, and let
+the operator read what it had to cut."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+from typing import Any
+
+from textual.message import Message
+from textual.pilot import Pilot
+from textual.widgets import Input
+
+from evolve_console.app import EvolveConsole
+from evolve_console.detail import DetailPane
+from evolve_console.screens import MoreScreen, RevertScreen, StageScreen
+from tests.console.conftest import (
+    StartEngine,
+    cell_text,
+    connection_text,
+    drive,
+    edit_prompt,
+    row_keys,
+    select_row,
+    settle,
+    table,
+    text_of,
+    wait_until,
+)
+from tests.support.engine_process import EngineProcess
+
+
+def opencode_event(engine: EngineProcess, kind: str, properties: dict[str, Any]) -> None:
+    engine.post("/v1/opencode/event", {"type": kind, "properties": properties})
+
+
+def connect_opencode(engine: EngineProcess) -> str:
+    """Announce an opencode connection, as the shim does. Its address is the engine's own: it
+    answers (with a refusal), which is all the engine's liveness check asks of it."""
+    found: dict[str, Any] = engine.post(
+        "/v1/opencode/connect", {"url": engine.url, "directory": str(engine.workspace), "mode": "server"}
+    )
+    return str(found["id"])
+
+
+def heartbeat_text(app: EvolveConsole) -> str:
+    return text_of(app.query_one("#hb-summary"))
+
+
+# ---- 1. the heartbeat knows opencode connected, at once ----------------------------------------------
+
+
+def test_the_heartbeat_view_says_opencode_connected_and_when_the_first_tick_comes(
+    engine: EngineProcess,
+) -> None:
+    async def scenario(app: EvolveConsole, pilot: Pilot[Any], seen: list[Message]) -> None:
+        await pilot.press("4")
+        await wait_until(
+            pilot, lambda: "WAITING" in heartbeat_text(app), "the heartbeat waiting for opencode"
+        )
+        assert "no opencode connected" in heartbeat_text(app)
+        await asyncio.to_thread(connect_opencode, engine)
+        await wait_until(
+            pilot,
+            lambda: "opencode connected · first tick in" in heartbeat_text(app),
+            lambda: f"the first tick announced (shows {heartbeat_text(app)!r})",
+            timeout=5,
+        )
+        assert "opencode ● 1 connected" in connection_text(app)
+
+    drive(engine, scenario)
+
+
+# ---- 2, 3, 4, 14. sessions: live, busy or idle, the chat's agent, named by title ----------------------
+
+
+def test_sessions_appear_and_change_live_with_their_title_state_and_agent(engine: EngineProcess) -> None:
+    async def scenario(app: EvolveConsole, pilot: Pilot[Any], seen: list[Message]) -> None:
+        await pilot.press("3")
+        sessions = table(app, "sessions")
+        opencode_event(engine, "session.created", {"info": {"id": "ses_live0001", "title": "Fresh start"}})
+        await wait_until(pilot, lambda: "ses_live0001" in sessions.rows, "the new session, without a reload")
+        assert cell_text(sessions, "ses_live0001", "session") == "Fresh start"
+
+        engine.post("/v1/opencode/chat-message", {"session": "ses_live0001", "agent": "build"})
+        opencode_event(engine, "session.status", {"sessionID": "ses_live0001", "status": {"type": "busy"}})
+        await wait_until(pilot, lambda: cell_text(sessions, "ses_live0001", "state") == "busy", "busy")
+        # A notification is a synthetic message to the heartbeat agent: it says nothing of the chat.
+        engine.post(
+            "/v1/opencode/chat-message", {"session": "ses_live0001", "agent": "evolve", "synthetic": True}
+        )
+        opencode_event(engine, "session.idle", {"sessionID": "ses_live0001"})
+        await wait_until(pilot, lambda: cell_text(sessions, "ses_live0001", "state") == "idle", "idle again")
+        assert cell_text(sessions, "ses_live0001", "agent") == "build"
+
+        await select_row(pilot, sessions, "ses_live0001")
+        pane = app.query_one("#session-detail", DetailPane)
+        await wait_until(pilot, lambda: "Fresh start" in pane.plain, "the session's detail")
+        assert "agent build" in pane.plain and " · idle" in pane.plain and "busy True" not in pane.plain
+        opencode_event(engine, "session.updated", {"info": {"id": "ses_live0001", "title": "Renamed"}})
+        await wait_until(pilot, lambda: "Renamed" in pane.plain, "the detail to follow a new title")
+        assert cell_text(sessions, "ses_live0001", "session") == "Renamed"
+
+        # Other tables name the session by its title too.
+        engine.stage("idle", {"answer": "done"}, session="ses_live0001")
+        await pilot.press("1")
+        runs = table(app, "runs")
+        await wait_until(
+            pilot,
+            lambda: any(cell_text(runs, k, "session") == "Renamed" for k in row_keys(runs)),
+            "a run of that session named by its title",
+        )
+
+    drive(engine, scenario)
+
+
+# ---- 6, 12. what the console cannot know, it says; the engine down; how to start it -------------------
+
+
+def test_engine_down_shows_last_known_facts_how_long_and_how_to_start_it(engine: EngineProcess) -> None:
+    async def scenario(app: EvolveConsole, pilot: Pilot[Any], seen: list[Message]) -> None:
+        await asyncio.to_thread(connect_opencode, engine)
+        await wait_until(
+            pilot, lambda: "opencode ● 1 connected" in connection_text(app), "opencode connected"
+        )
+        await asyncio.to_thread(engine.cli, "stop")
+        await wait_until(pilot, lambda: "engine ○ down" in connection_text(app), "the engine down")
+        await asyncio.to_thread(engine.wait_exit, 10)
+        await pilot.pause(1.2)
+        bar = connection_text(app)
+        assert "engine ○ down for" in bar and str(engine.workspace) in bar, bar
+        assert f"start it: evolve serve --workspace {engine.workspace} (or E)" in bar, bar
+        assert "opencode ● 1 connected" in bar and "(as of " in bar, (
+            "what only the engine knew, as last known"
+        )
+        await pilot.press("4")
+        assert "UNKNOWN · the engine does not answer: last known as of" in heartbeat_text(app)
+        assert "next tick in" not in heartbeat_text(app)
+
+        await pilot.press("E")  # start it from the console
+        await wait_until(pilot, lambda: app.engine_connected, "the engine started again", timeout=30)
+        assert "engine ● connected" in connection_text(app)
+        assert "opencode ○ not connected" in connection_text(app), "the new engine knows no opencode"
+
+    drive(engine, scenario)
+    found = json.loads((engine.workspace / "state" / "engine.json").read_text())
+    engine.pid = found["pid"]  # the engine the console started: stopped at teardown
+    engine.url, engine.token = found["url"], found["token"]
+
+
+def test_a_bad_config_is_named_and_readable_in_full(workspace: Path, start_engine: StartEngine) -> None:
+    long_name = "this_field_does_not_exist_and_its_name_is_long_enough_to_be_cut_off_at_any_width"
+    (workspace / "config" / "evolve.jsonc").write_text(
+        '{\n  "hook_timeout": "soon",\n  "' + long_name + '": 1,\n}\n', encoding="utf-8"
+    )
+    engine = start_engine(workspace)
+
+    async def scenario(app: EvolveConsole, pilot: Pilot[Any], seen: list[Message]) -> None:
+        await wait_until(pilot, lambda: "config: 1 error" in connection_text(app), "the config error")
+        assert "(c: read)" in connection_text(app)
+        await pilot.press("c")
+        screen = await wait_until(
+            pilot, lambda: app.screen if isinstance(app.screen, MoreScreen) else None, "the problems in full"
+        )
+        assert "field 'hook_timeout'" in screen.text and "expected an integer" in screen.text
+        assert long_name in screen.text, "the warning, whole"
+        await pilot.press("escape")
+
+    drive(engine, scenario)
+
+
+# ---- 10. escape leaves a filter; q in a dialog ----------------------------------------------------------
+
+
+def test_escape_leaves_a_filter_field_and_the_next_key_is_a_command(engine: EngineProcess) -> None:
+    async def scenario(app: EvolveConsole, pilot: Pilot[Any], seen: list[Message]) -> None:
+        await pilot.press("slash")
+        stage_filter = app.query_one("#filter-stage", Input)
+        assert app.focused is stage_filter
+        await pilot.press("i", "escape")
+        assert app.focused is table(app, "runs")
+        await pilot.press("s")  # a command again, not a letter in the field
+        await wait_until(pilot, lambda: isinstance(app.screen, StageScreen), "the stage dialog")
+        assert stage_filter.value == "i"
+        await pilot.press("q")  # in a dialog with fields, q is a letter
+        await settle(pilot)
+        assert isinstance(app.screen, StageScreen) and app.return_code is None
+        await pilot.press("escape")
+
+    drive(engine, scenario)
+
+
+def test_q_quits_from_a_dialog_without_fields(engine: EngineProcess) -> None:
+    edit_prompt(engine, "Answer plainly", "Answer tersely")
+
+    async def main() -> None:
+        app = EvolveConsole(engine.target)
+        async with app.run_test(size=(140, 40)) as pilot:
+            await wait_until(pilot, lambda: app.engine_connected, "connected")
+            await pilot.press("5")
+            changes = table(app, "changes")
+            await wait_until(pilot, lambda: len(changes.rows) >= 2, "the edit")
+            await select_row(pilot, changes, row_keys(changes)[-1])
+            await pilot.press("r")
+            await wait_until(pilot, lambda: isinstance(app.screen, RevertScreen), "the revert dialog")
+            await pilot.press("q")
+            await wait_until(pilot, lambda: app.return_code is not None, "the console to quit")
+
+    asyncio.run(main())
+
+
+# ---- 11. tables fit a narrow terminal -------------------------------------------------------------------
+
+
+def test_at_100_columns_the_review_column_is_there(engine: EngineProcess) -> None:
+    edit_prompt(engine, "Answer plainly", "Answer tersely")
+
+    async def main() -> None:
+        app = EvolveConsole(engine.target)
+        async with app.run_test(size=(100, 40)) as pilot:
+            await wait_until(pilot, lambda: app.engine_connected, "connected")
+            await pilot.press("5")
+            changes = table(app, "changes")
+            await wait_until(pilot, lambda: len(changes.rows) >= 2, "the changes")
+            await settle(pilot)
+            header = changes.render_line(0).text
+            assert "review" in header, header
+            assert "no review" in changes.render_line(len(changes.rows)).text
+
+    asyncio.run(main())
+
+
+# ---- 13. details that no longer apply go; m works where it is offered; one state word -----------------
+
+
+def test_a_run_filtered_out_takes_its_details_along(workspace: Path, start_engine: StartEngine) -> None:
+    engine = start_engine(workspace)
+    engine.stage("idle", {"answer": "done"})
+
+    async def scenario(app: EvolveConsole, pilot: Pilot[Any], seen: list[Message]) -> None:
+        runs = table(app, "runs")
+        await wait_until(pilot, lambda: len(runs.rows) >= 2, "the runs")
+        await select_row(pilot, runs, row_keys(runs)[-1])
+        pane = app.query_one("#run-detail", DetailPane)
+        await wait_until(pilot, lambda: "hooks/notes.py" in pane.plain, "the run's details")
+        await pilot.press("x")  # failures only: there are none
+        await wait_until(pilot, lambda: not runs.rows, "no run listed")
+        await wait_until(pilot, lambda: pane.plain == "select a run", "the details gone with the run")
+
+    drive(engine, scenario)
+
+
+def test_heartbeat_state_says_paused_once_and_m_shows_the_last_tick(engine: EngineProcess) -> None:
+    engine.post("/v1/heartbeat/fire")  # skipped (no opencode): still a last tick to read
+
+    async def scenario(app: EvolveConsole, pilot: Pilot[Any], seen: list[Message]) -> None:
+        await pilot.press("4", "p")
+        await wait_until(pilot, lambda: "PAUSED" in heartbeat_text(app), "paused")
+        text = heartbeat_text(app)
+        assert text.count("PAUSED") == 1 and "paused" not in text.replace("PAUSED", ""), text
+        await pilot.press("m")
+        screen = await wait_until(
+            pilot, lambda: app.screen if isinstance(app.screen, MoreScreen) else None, "the last tick in full"
+        )
+        assert "manual tick at" in screen.text and "skipped" in screen.text
+        await pilot.press("escape", "p")
+
+    drive(engine, scenario)
