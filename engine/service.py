@@ -142,7 +142,9 @@ async def serve(
         watching = asyncio.create_task(watch_workspace(ws, gone))
         announcement.write()
         # Not a warning: the one line a person starting the engine by hand wants to see.
-        print(f"evolve: engine for {root} listening on {url} (pid {os.getpid()})", file=sys.stderr, flush=True)
+        print(
+            f"evolve: engine for {root} listening on {url} (pid {os.getpid()})", file=sys.stderr, flush=True
+        )
         if ready is not None:
             ready(announcement)
         serve_task = asyncio.create_task(server.serve(sockets=[sock]))
