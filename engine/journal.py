@@ -200,7 +200,7 @@ _QueueItem = tuple[str, JSONDict] | _Flush | _Stop
 _BLOB_FIELDS: Final[dict[str, tuple[str, ...]]] = {
     "runs": ("input.*", "result", "stdout_lines"),
     "dispatches": ("context.*", "merged"),
-    "tool_calls": ("args", "output"),
+    "tool_calls": ("args", "output", "context", "model_args", "tool_output"),
     "events": (),
 }
 _BLOBS_KEY: Final = "$blobs"  # in a row's data: [[*path, hash], ...] of the values stored as blobs
