@@ -23,9 +23,10 @@ from . import validation
 from .changes import Changes
 from .commits import CommitFailed, Commits
 from .journal import Journal
+from .protocol.announcement import Announcement
 from .protocol.records import JSONDict, ToolCall
 from .toolhost import CallContext
-from .workspace import Workspace, remove_stale_temp_files
+from .workspace import Workspace, pid_alive, remove_stale_temp_files
 
 log = logging.getLogger("evolve.recovery")
 
@@ -61,8 +62,18 @@ class Recovery:
         for path in [*temp, *copies]:
             log.info("removed %s, left by a process that died", path)
 
+    def _another_engine(self) -> int | None:
+        """The pid of another live engine announced for this workspace: its calls in progress are
+        not interrupted (an `evolve call` while `evolve serve` runs must leave them alone)."""
+        found = Announcement.read(self._workspace.root)
+        if found is not None and found.pid != os.getpid() and pid_alive(found.pid):
+            return found.pid
+        return None
+
     async def interrupted_work(self) -> None:
         """Finish what an engine that died left half done: tool calls, approvals."""
+        if self._another_engine() is not None:
+            return
         async with self._commits.lock:
             await self._approvals()
             if self._journal is not None:

@@ -190,3 +190,27 @@ def test_an_engine_whose_workspace_is_deleted_notices_and_stops(tmp_path: Path) 
         assert f"the workspace {ws} was deleted or replaced" in log.read_text()
     finally:
         engine.stop()
+
+
+def test_a_command_while_an_engine_runs_leaves_its_calls_in_progress_alone(tmp_path: Path) -> None:
+    """`evolve tools` starts an engine of its own in its process; the calls the running engine has in
+    progress are not interrupted ones, and it must not finish them."""
+    from engine.journal import Journal
+    from engine.protocol.records import ToolCall
+
+    ws = tmp_path / "ws"
+    ws.mkdir()
+    env = isolated_env(tmp_path / "home", PYTHONPATH=str(REPO))
+    engine = EngineProcess(ws, env, tmp_path / "engine.log").start()
+    try:
+        with Journal(ws / "state" / "journal.sqlite3") as journal:  # as the running engine records one
+            journal.tool_call_started(
+                ToolCall(id="call_live", tool="kit_mark", args={}, started_at=1.0),
+                {"origin": "tool", "message": "update mark", "trailers": {}, "files": None},
+            )
+        engine.cli("tools")  # an engine of its own, in its process, even while one runs
+        with sqlite3.connect(ws / "state" / "journal.sqlite3") as db:
+            (running,) = db.execute("SELECT running FROM tool_calls WHERE id = 'call_live'").fetchone()
+        assert running == 1
+    finally:
+        engine.stop()
