@@ -4,7 +4,7 @@ when each operation ends) from someone else's edit (committed as an external cha
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 
@@ -23,14 +23,28 @@ class Activity:
     @contextmanager
     def running(self) -> Iterator[None]:
         """Marks the engine busy for the duration of the block."""
-        self._count += 1
-        self._quiet.clear()
+        release = self.hold()
         try:
             yield
         finally:
+            release()
+
+    def hold(self) -> Callable[[], None]:
+        """Marks the engine busy until the returned function is called (once)."""
+        self._count += 1
+        self._quiet.clear()
+        released = False
+
+        def release() -> None:
+            nonlocal released
+            if released:
+                return
+            released = True
             self._count -= 1
             if self._count == 0:
                 self._quiet.set()
+
+        return release
 
     async def quiet(self) -> None:
         """Return once no operation is in progress (at once when none is)."""

@@ -191,9 +191,16 @@ async def _change_hook(
 
 async def _hook_validate(host: ToolHost, args: dict[str, Any], ctx: CallContext) -> str:
     path = _hook_path(host, args["hook"])
-    result = await host.validate_hook(host.canonical_hook(path), args["content"])
+    name = host.canonical_hook(path)
+    result = await host.validate_hook(name, args["content"])
     if not result.ok:
         raise ToolFailed("validation failed:\n" + result.output)
+    if result.test is None:
+        return (
+            f"validation skipped: hooks/{name} has no registered test (its discover answer names none, "
+            "or it is not a hook evolve found), so nothing was run; evolve_hook_write and "
+            "evolve_hook_edit would install this version without a test"
+        )
     return "validation passed"
 
 
@@ -309,6 +316,9 @@ BUILTINS: dict[str, Builtin] = {
                 ["hook", "content"],
             ),
             _hook_validate,
+            # It runs the candidate (through the test): code of the agent's choosing, so it asks
+            # permission exactly as the writes do.
+            permission_arg="hook",
         ),
         Builtin(
             "evolve_tool_list",

@@ -15,10 +15,11 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from . import strictjson
 from .activity import Activity
 from .bus import EventBus
 from .commits import Commits
-from .gitstore import GitError, RevertConflict
+from .gitstore import Commit, GitError, RevertConflict
 from .protocol.records import (
     Change,
     FileAtChange,
@@ -299,7 +300,9 @@ class Changes:
 
     def _save(self, pending: PendingChange) -> None:
         write_atomic(
-            self.dir / f"{pending.id}.json", json.dumps(pending.to_dict(), ensure_ascii=False).encode()
+            # strictjson: a content with unpaired surrogates (bytes that are not UTF-8) is kept, escaped
+            self.dir / f"{pending.id}.json",
+            strictjson.dumps(pending.to_dict()).encode(),
         )
 
     def pending(self, include_decided: bool = False) -> list[PendingChange]:
@@ -341,25 +344,7 @@ class Changes:
                     )
                     self._save(item)
                     raise ChangeError(item.note)
-                mode = 0o755 if item.hook is not None else stat.S_IMODE(target.stat().st_mode)
-                content = (item.content or "").encode("utf-8", "surrogateescape")
-                await asyncio.to_thread(write_atomic, target, content, mode)
-                commit = await self._commits.commit_quietly(
-                    item.message,
-                    {
-                        "Origin": "tool",
-                        "Tool": item.tool,
-                        "Session": item.session,
-                        "Call": item.call_id,
-                        "File": item.file,
-                        "Approved-By": who,
-                        "Pending": item.id,
-                    },
-                    [item.file],  # only this file: nothing else uncommitted rides along
-                )
-                item.status, item.decided_at = "approved", time.time()
-                item.commit = commit.sha if commit else None
-                self._save(item)
+                commit = await self._apply(item, who)
             if commit is not None:
                 await asyncio.to_thread(self._git.add_review, commit.sha, f"approved by {who} (review gate)")
                 if item.provenance is not None:
@@ -373,6 +358,48 @@ class Changes:
             commit.sha if commit else item.id,
         )
         return item.summary().to_dict()
+
+    async def finish_approval(self, item: PendingChange, who: str) -> None:
+        """Complete an approval that wrote the file and stopped before its commit (the engine died).
+        The caller holds the write lock."""
+        commit = await self._apply(item, who)
+        if commit is not None:
+            await asyncio.to_thread(self._git.add_review, commit.sha, f"approved by {who} (review gate)")
+            if item.provenance is not None:
+                await self._commits.annotate(commit.sha, item.provenance)
+        self._bus.publish(item.summary())
+
+    async def _apply(self, item: PendingChange, who: str) -> Commit | None:
+        """Write the held change, commit it as approved by `who`, record the decision. The caller
+        holds the write lock."""
+        target = Path(os.path.realpath(self._workspace.root / item.file))
+        if item.hook is not None:
+            mode = 0o755
+        else:
+            try:
+                mode = stat.S_IMODE(target.stat().st_mode)
+            except FileNotFoundError:
+                mode = 0o644
+        content = (item.content or "").encode("utf-8", "surrogateescape")
+        await asyncio.to_thread(write_atomic, target, content, mode)
+        commit = await self._commits.commit_quietly(
+            item.message,
+            {
+                # Held by the gate from a hook's own writing (no tool), or from the agent's tool.
+                "Origin": "tool" if item.tool else "hook",
+                "Tool": item.tool,
+                "Session": item.session,
+                "Call": item.call_id,
+                "File": item.file,
+                "Approved-By": who,
+                "Pending": item.id,
+            },
+            [item.file],  # only this file: nothing else uncommitted rides along
+        )
+        item.status, item.decided_at = "approved", time.time()
+        item.commit = commit.sha if commit else None
+        self._save(item)
+        return commit
 
     async def reject_pending(
         self, pending_id: str, who: str = "operator", reason: str | None = None

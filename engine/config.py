@@ -53,6 +53,8 @@ class Config:
     # Beyond the original host:
     hook_output_limit: int = 8 * 1024 * 1024  # bytes of stdout a hook run may print before it fails
     journal_max_runs: int = 20_000  # hook runs (and dispatches, tool calls) kept in the journal
+    journal_max_bytes: int = 256 * 1024 * 1024  # the journal's database file is kept under this size
+    max_request_bytes: int = 32 * 1024 * 1024  # a larger request body is refused (413)
     review: str = "log"  # "gate": the agent's hook and prompt changes wait for an operator's approval
     # hook file name -> "hcp" or "opencode-evolve": the protocol a hook is treated as, whatever it
     # declares (docs/hooks.md, "Two protocols").
@@ -180,6 +182,8 @@ _CONVERTERS: dict[str, Callable[[object], Any]] = {
     "heartbeat_skip_active": _as_bool,
     "hook_output_limit": _positive(lambda v: _as_int(v, nullable=False)),
     "journal_max_runs": _positive(lambda v: _as_int(v, nullable=False)),
+    "journal_max_bytes": _positive(lambda v: _as_int(v, nullable=False)),
+    "max_request_bytes": _positive(lambda v: _as_int(v, nullable=False)),
     "review": _as_choice(REVIEW_MODES),
     "hook_protocols": _as_protocols,
 }

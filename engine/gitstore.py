@@ -8,6 +8,7 @@ own `.gitignore` is never touched.
 
 from __future__ import annotations
 
+import re
 import threading
 import time
 from collections.abc import Mapping, Sequence
@@ -16,10 +17,16 @@ from pathlib import Path
 
 import git
 
-EXCLUDES = ("/state/",)
+from . import stalelocks
+from .workspace import TEMP_SUFFIX
+
+# state/: the engine's runtime state; *.evolve-tmp: a file being written atomically (never a change).
+EXCLUDES = ("/state/", f"*{TEMP_SUFFIX}")
 IDENTITY = {"name": "evolve", "email": "evolve@localhost"}
 TRAILER_PREFIX = "Evolve-"
 _LOCK_RETRIES = 100
+_STALE_CHECK_AFTER = 5  # retries (about 0.3 s) before a lock is examined as maybe stale
+_LOCK_PATH = re.compile(r"Unable to create '([^']+\.lock)': File exists")
 
 
 NOTES_REF = "refs/notes/evolve-review"
@@ -76,6 +83,36 @@ class GitStore:
         self.root = root
         self._lock = threading.RLock()
         self._repo: git.Repo | None = None
+        self._notes: list[str] = []  # what the store did on its own (stale locks removed), to report
+        self._notes_lock = threading.Lock()
+
+    def take_notes(self) -> list[str]:
+        """What the store did on its own since the last call (e.g. a stale lock it removed)."""
+        with self._notes_lock:
+            notes, self._notes = self._notes, []
+        return notes
+
+    def _note(self, text: str) -> None:
+        with self._notes_lock:
+            self._notes.append(text)
+
+    def _remove_stale(self, lock: Path) -> bool:
+        if not stalelocks.remove_if_stale(lock, self.root):
+            return False
+        self._note(
+            f"removed {lock.relative_to(self.root) if lock.is_relative_to(self.root) else lock}: "
+            "a lock left by a git process that is gone (no process holds it)"
+        )
+        return True
+
+    def clear_stale_locks(self) -> list[str]:
+        """Remove the lock files in `.git` that no running git holds (a git killed mid-commit leaves
+        `index.lock`, which would refuse every later commit). Returns what was removed."""
+        git_dir = self.root / ".git"
+        if not git_dir.is_dir():
+            return []
+        with self._lock:
+            return [str(p) for p in stalelocks.find_locks(git_dir) if self._remove_stale(p)]
 
     @property
     def repo(self) -> git.Repo:
@@ -139,7 +176,11 @@ class GitStore:
                 )
                 return out
             except git.GitCommandError as exc:
-                if _is_lock_error(str(exc.stderr)) and attempt + 1 < _LOCK_RETRIES:
+                stderr = str(exc.stderr)
+                if _is_lock_error(stderr) and attempt + 1 < _LOCK_RETRIES:
+                    found = _LOCK_PATH.search(stderr)
+                    if attempt >= _STALE_CHECK_AFTER and found and self._remove_stale(Path(found.group(1))):
+                        continue
                     time.sleep(delay)
                     delay = min(delay * 2, 0.2)
                     continue
@@ -332,6 +373,70 @@ class GitStore:
                         self._git("reset", "--hard", "-q", "HEAD")
                     raise RevertConflict(sha, conflicted or ["(unknown)"]) from None
             return self.commit(message, trailers)
+
+    def committed_file(self, rel: str) -> tuple[int, bytes] | None:
+        """The file mode (0o644 or 0o755) and content of `rel` as HEAD has it, or None when HEAD has
+        no such file (or there is no HEAD)."""
+        with self._lock:
+            try:
+                listing = self._git("ls-tree", "-z", "HEAD", "--", rel)
+            except GitError:
+                return None
+            meta, _, name = listing.rstrip("\0").partition("\t")
+            parts = meta.split()
+            if name != rel or len(parts) != 3 or parts[1] != "blob":
+                return None
+            content = self.repo.git.execute(
+                ["git", "cat-file", "blob", parts[2]], stdout_as_string=False, strip_newline_in_stdout=False
+            )
+        assert isinstance(content, bytes)
+        return (0o755 if parts[0] == "100755" else 0o644), content
+
+    def is_ancestor(self, old: str, new: str) -> bool:
+        """Whether commit `old` is in the history of `new` (False when `old` is unknown)."""
+        with self._lock:
+            status, _out, _err = self.repo.git.execute(
+                ["git", "merge-base", "--is-ancestor", old, new],
+                with_extended_output=True,
+                with_exceptions=False,
+            )
+        return status == 0
+
+    def lost_commits(self, old: str, new: str | None, limit: int = 50) -> list[tuple[str, str]]:
+        """(sha, subject) of the commits in the history of `old` that are not in that of `new`,
+        newest first, at most `limit`; empty when `old` is no longer known."""
+        args = ["log", f"-n{limit}", "--format=%H%x1f%s", old]
+        if new:
+            args += ["--not", new]
+        with self._lock:
+            try:
+                out = self._git(*args)
+            except GitError:
+                return []
+        return [(line.split("\x1f", 1)[0], line.split("\x1f", 1)[-1]) for line in out.splitlines() if line]
+
+    def keep(self, sha: str, ref: str) -> bool:
+        """Point `ref` at `sha`, so that the commits stay in the repository; False when `sha` is gone."""
+        with self._lock:
+            try:
+                self._git("update-ref", ref, sha)
+            except GitError:
+                return False
+        return True
+
+    def mark(self, message: str, trailers: Mapping[str, str | None]) -> Commit:
+        """An empty commit on top of HEAD (its tree unchanged, whatever is staged), for a record
+        that belongs in the history itself."""
+        with self._lock:
+            head = self._git("rev-parse", "HEAD").strip()
+            tree = self._git("rev-parse", "HEAD^{tree}").strip()
+            body = message
+            extra = trailers_text(trailers)
+            if extra:
+                body += "\n\n" + extra
+            sha = self._git("commit-tree", tree, "-p", head, "-m", body, env=self._env()).strip()
+            self._git("update-ref", "-m", f"evolve: {message}", "HEAD", sha, head)
+            return Commit(sha, body, ())
 
     def later_commits(self, sha: str, files: Sequence[str]) -> list[str]:
         """The commits after `sha` (newest first) that touch any of `files`."""

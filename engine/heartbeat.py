@@ -27,6 +27,7 @@ from .journal import Journal
 from .opencode import OpencodeUnreachable
 from .protocol.records import HeartbeatChanged, HeartbeatStatus, StageResult, TickResult
 from .sessions import SessionStore
+from .toolhost import CallContext
 from .workspace import StateFile
 
 log = logging.getLogger("evolve.heartbeat")
@@ -351,8 +352,12 @@ class Heartbeat:
             result.reason = "no user message (the hooks gave none and prompts/heartbeat.md is empty)"
         self._after_result(dispatched.merged, session)
         async with self._commits.lock:
-            await self._commits.commit_quietly(
-                "heartbeat", {"Origin": "heartbeat", "Session": session, "Stage": "heartbeat"}
+            await self._commits.commit_hook_changes(
+                "heartbeat",
+                {"Origin": "heartbeat", "Session": session, "Stage": "heartbeat"},
+                None,
+                "heartbeat",
+                CallContext(session=session, origin="heartbeat"),
             )
 
     def _user(self, result: StageResult) -> str | None:

@@ -27,12 +27,15 @@ class HookRunner:
         env: Mapping[str, str],
         journal: Journal | None,
         bus: EventBus,
+        refuse: Callable[[HookFile, str], str | None] | None = None,
     ) -> None:
+        """`refuse(hook, stage)` may name a reason not to run a hook (the review gate's)."""
         self._root = root
         self._config = config
         self._env = env
         self._journal = journal
         self._bus = bus
+        self._refuse = refuse
 
     async def run(
         self,
@@ -52,6 +55,11 @@ class HookRunner:
             dispatch_id=dispatch_id,
         )
         self._bus.publish(RunStarted(run.id, stage, hook.name, session))
+        refused = self._refuse(hook, stage) if self._refuse is not None else None
+        if refused is not None:
+            run.error = refused
+            self._record(run)
+            return run
         config = self._config()
         await execute(
             run,

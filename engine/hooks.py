@@ -19,6 +19,14 @@ from .protocol.stages import STAGES, HookProtocol
 LEGACY_DISCOVER = {"hook": "discover"}  # exactly what opencode-evolve sends (docs/hooks.md, "discover")
 
 
+def _fingerprint(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
 def hook_info(reg: Registration) -> HookInfo:
     return HookInfo(
         file=reg.file.name,
@@ -56,13 +64,18 @@ class HookRegistry:
         self.hooks: list[HookFile] = []
         self.skipped: list[Skipped] = []
         self.registrations: dict[str, Registration] = {}  # by hook file name, in discovery order
+        # What each hook file was when it was last discovered (inode, size, mtime): the review gate
+        # runs no hook whose file changed since.
+        self._fingerprints: dict[str, tuple[int, int, int] | None] = {}
 
     async def discover(self) -> HooksDiscovered:
         """Scan hooks/ and run `discover` on every hook in parallel (registration order stays the
         discovery order)."""
         hooks, skipped = scan_hooks(self.hooks_dir)
+        fingerprints = {h.name: _fingerprint(h.path) for h in hooks}
         configured = dict(self._protocols())
         regs = await asyncio.gather(*(self._discover_one(h, configured) for h in hooks))
+        self._fingerprints = fingerprints
         self.hooks, self.skipped = hooks, skipped
         self.registrations = {r.file.name: r for r in regs}
         self._known = {r.file.name: r.protocol for r in regs}
@@ -99,7 +112,15 @@ class HookRegistry:
     def _registration(
         hook: HookFile, result: dict[str, Any] | None, error: str | None, configured: Mapping[str, str]
     ) -> Registration:
-        return classify(registration_from(hook, result, error), configured)
+        try:
+            return classify(registration_from(hook, result, error), configured)
+        except Exception as exc:  # whatever a hook answers, the engine starts
+            failed = f"its answer cannot be used ({type(exc).__name__}: {exc})"
+            return classify(registration_from(hook, None, failed), configured)
+
+    def changed_since_discovery(self, hook: HookFile) -> bool:
+        """Whether the hook's file is not what it was when hooks were last discovered."""
+        return _fingerprint(hook.path) != self._fingerprints.get(hook.name)
 
     def infos(self) -> list[HookInfo]:
         return [hook_info(r) for r in self.registrations.values()]

@@ -11,6 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -66,7 +67,8 @@ class Connection:
 class OpencodeClient:
     def __init__(self, conn: Connection, timeout: float = 10.0) -> None:
         self.conn = conn
-        headers = {"x-opencode-directory": conn.directory}
+        # Percent-encoded as opencode's own client sends it (a path may hold any character).
+        headers = {"x-opencode-directory": quote(conn.directory, safe="/")}
         if conn.token:
             headers["authorization"] = f"Bearer {conn.token}"
         self._http = httpx.AsyncClient(

@@ -1,7 +1,8 @@
 """Runs one hook script: argv = stage, one JSON document on stdin, JSONL on stdout.
 
 The hook runs in its own process group so that a timeout kills everything it started, not just the
-direct child. stdout is bounded (a run that prints more fails cleanly), stderr is bounded and kept
+direct child; what it started in a new session (`setsid`, a daemon) is found by the tag every
+process of a run inherits in its environment (`EVOLVE_RUN`) and killed with the group. stdout is bounded (a run that prints more fails cleanly), stderr is bounded and kept
 with the run. Every failure gets a precise reason: a spawn error, a timeout, too much output, a
 non-zero exit, a signal, or a stdout line that is not a JSON object.
 """
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
+import itertools
 import os
 import signal
 import time
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from . import strictjson
 from .protocol.records import HookRun
 
 STDERR_LIMIT = 256 * 1024
@@ -26,6 +28,11 @@ STDERR_LIMIT = 256 * 1024
 PIPE_GRACE_S = 0.5
 # Between SIGTERM to the group and SIGKILL, for hooks that clean up on SIGTERM.
 KILL_GRACE_S = 1.0
+
+
+RUN_TAG = "EVOLVE_RUN"
+"""The environment variable that tags every process of one run (`<engine pid>-<n>`)."""
+_run_numbers = itertools.count(1)
 
 
 class _OutputTooLarge(Exception):
@@ -42,7 +49,8 @@ def parse_jsonl(stdout: bytes) -> tuple[list[str], list[Any], dict[str, Any], st
 
     Returns (lines, logs, result, error). A line whose `log` is truthy goes to `logs` and is dropped
     from the result, as in the original host; other object lines are merged with later keys winning.
-    A line that is not UTF-8, not JSON, or not an object makes `error` name it.
+    A line that is not UTF-8, not JSON (`NaN`, `Infinity` and numbers too large for a float are not),
+    nested deeper than `strictjson.MAX_DEPTH`, or not an object makes `error` name it.
     """
     lines: list[str] = []
     logs: list[Any] = []
@@ -60,9 +68,12 @@ def parse_jsonl(stdout: bytes) -> tuple[list[str], list[Any], dict[str, Any], st
             error = f"stdout line {number} is not valid UTF-8: {_preview(text)}"
             continue
         try:
-            value = json.loads(decoded)
-        except ValueError:
+            value = strictjson.loads(decoded)
+        except strictjson.NotJSON:
             error = f"stdout line {number} is not JSON: {_preview(decoded)}"
+            continue
+        except strictjson.Rejected as exc:  # NaN, a number too large, nested too deeply
+            error = f"stdout line {number}: {exc}: {_preview(decoded)}"
             continue
         if not isinstance(value, dict):
             error = f"stdout line {number} is not a JSON object: {_preview(decoded)}"
@@ -144,6 +155,7 @@ async def run_process(
     pipes, those are given a moment and then killed, without turning the run into a timeout.
     """
     done = Finished()
+    tag = f"{os.getpid()}-{next(_run_numbers)}"
     try:
         proc = await asyncio.create_subprocess_exec(
             *argv,
@@ -151,7 +163,7 @@ async def run_process(
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
             cwd=str(cwd),
-            env=dict(env) if env is not None else None,
+            env={**(os.environ if env is None else env), RUN_TAG: tag},
             # Its own process group (so a timeout kills everything it started), but not its own
             # session: a new session costs up to milliseconds per start where the kernel gives
             # each session its own scheduling group.
@@ -162,10 +174,12 @@ async def run_process(
         return done
 
     try:
-        return await _supervise(proc, done, stdin, timeout_ms, stdout_limit, stdout_fail_over, stderr_limit)
+        return await _supervise(
+            proc, done, stdin, timeout_ms, stdout_limit, stdout_fail_over, stderr_limit, tag
+        )
     except asyncio.CancelledError:
         # The caller gave up (the engine is stopping): the process group must not outlive it.
-        await asyncio.shield(terminate_group(proc))
+        await asyncio.shield(terminate_group(proc, tag))
         raise
 
 
@@ -177,6 +191,7 @@ async def _supervise(
     stdout_limit: int,
     stdout_fail_over: bool,
     stderr_limit: int,
+    tag: str,
 ) -> Finished:
     assert proc.stdout and proc.stderr
 
@@ -222,7 +237,7 @@ async def _supervise(
         await asyncio.wait({err_task}, timeout=min(PIPE_GRACE_S, max(deadline - loop.time(), 0)))
     killed = failure is not None or not (out_task.done() and err_task.done())
     if killed:
-        await terminate_group(proc)
+        await terminate_group(proc, tag)
     for task in (out_task, err_task, feed_task, wait_task):
         if not task.done():
             task.cancel()
@@ -252,7 +267,7 @@ async def execute(
 ) -> HookRun:
     """Run the hook at `path` for `run.stage` with `run.input` on stdin; fill in and return `run`."""
     started = time.perf_counter()
-    stdin_data = b"" if run.input is None else json.dumps(run.input, ensure_ascii=False).encode()
+    stdin_data = b"" if run.input is None else strictjson.dumps(run.input).encode()
     done = await run_process(
         [str(path), run.stage],
         cwd=cwd,
@@ -303,11 +318,41 @@ async def _exited(proc: asyncio.subprocess.Process) -> int:
         waiter.cancel()
 
 
-async def terminate_group(proc: asyncio.subprocess.Process) -> None:
-    """SIGTERM the whole process group, then SIGKILL it after a grace period."""
+def tagged(tag: str) -> list[int]:
+    """The processes (of this user) whose environment carries `EVOLVE_RUN=<tag>`: everything a run
+    started, also in another process group or session, unless it cleared its environment."""
+    needle = f"\0{RUN_TAG}={tag}\0".encode()
+    found: list[int] = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as fh:
+                    environ = fh.read()
+            except OSError:
+                continue
+            if needle in b"\0" + environ:
+                found.append(int(entry.name))
+    return found
+
+
+def _kill_tagged(tag: str | None, sig: int) -> None:
+    if tag is None:
+        return
+    for pid in tagged(tag):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+async def terminate_group(proc: asyncio.subprocess.Process, tag: str | None = None) -> None:
+    """SIGTERM the whole process group (and the processes tagged `tag` that left it), then SIGKILL
+    them after a grace period."""
     _kill_group(proc.pid, signal.SIGTERM)
+    await asyncio.to_thread(_kill_tagged, tag, signal.SIGTERM)
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(proc.wait(), KILL_GRACE_S)
     # Grandchildren may ignore SIGTERM or outlive the leader: always finish the group off.
     _kill_group(proc.pid, signal.SIGKILL)
+    await asyncio.to_thread(_kill_tagged, tag, signal.SIGKILL)
     await proc.wait()

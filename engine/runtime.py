@@ -17,10 +17,12 @@ from .background import Background
 from .bridge import Bridge
 from .bus import EventBus
 from .changes import Changes
-from .commits import Commits
+from .commits import Commits, HeadMemory
 from .config import Config, ConfigIssue, load_config
 from .connections import Connections, OpencodeSessions
+from .discovery import HookFile
 from .followups import Followups
+from .gate import Gate
 from .gitstore import GitError, GitStore
 from .hcp import fired_stages, hcp_input
 from .heartbeat import Clock, Heartbeat, Opencode
@@ -32,7 +34,8 @@ from .loops import Loops
 from .models import ModelMemory
 from .notifier import Notifier
 from .protocol.events import EventKind
-from .protocol.records import ConfigChanged, EngineStatus, Notice
+from .protocol.records import ConfigChanged, EngineStatus, JSONDict, Notice
+from .recovery import Recovery
 from .replay import Replayer
 from .sessions import SessionStore
 from .stages import Stages
@@ -64,15 +67,36 @@ class Engine:
         self.config: Config = loaded.config
         self.config_errors: list[ConfigIssue] = loaded.errors
         self.config_warnings: list[ConfigIssue] = loaded.warnings
-        self.journal = Journal(ws.journal_file, self.config.journal_max_runs) if journal else None
+        ws.ensure_state_dir()
+        self.journal = (
+            Journal(ws.journal_file, self.config.journal_max_runs, self.config.journal_max_bytes)
+            if journal
+            else None
+        )
         self.activity = Activity()
         self.background = Background(bus, self.activity)
+        git = GitStore(root)
         self.commits = Commits(
-            GitStore(root), WorkspaceLock(ws.state_dir / "write.lock"), bus, self.activity, self.warn
+            git,
+            WorkspaceLock(ws.state_dir / "write.lock"),
+            bus,
+            self.activity,
+            self.warn,
+            gate=Gate(
+                git,
+                lambda: self.config.review,
+                lambda *a: self.changes.hold(*a),
+                self.warn,
+                self.files_changed,
+            ),
+            head=HeadMemory(
+                lambda: self.state.read().get("git_head"), lambda sha: self.state.update({"git_head": sha})
+            ),
+            record=self.record_event,
         )
         self.git = self.commits.git
         self.sessions = SessionStore(self.journal, bus.publish)
-        self.runner = HookRunner(root, self.current_config, self.env, self.journal, bus)
+        self.runner = HookRunner(root, self.current_config, self.env, self.journal, bus, self._unapproved)
         self.registry = HookRegistry(
             ws.hooks_dir,
             self.runner.run,
@@ -185,6 +209,14 @@ class Engine:
             opencode=opencode or OpencodeSessions(self.connections),
             clock=clock,
         )
+        self.recovery = Recovery(
+            ws,
+            self.journal,
+            self.commits,
+            self.changes,
+            self.warn,
+            lambda c: bus.publish(c, EventKind.TOOL_RESULT),
+        )
         self.tools.heartbeat = self.heartbeat
         self.watcher = Watcher(
             ws, self.activity, self.reload_config, self.commits.commit_external, self.registry.discover
@@ -219,14 +251,18 @@ class Engine:
 
     async def start(self, watch: bool = False, heartbeat: bool = False) -> None:
         """The repository first (opencode resolves its project from .git), then discovery."""
-        self.workspace.state_dir.mkdir(parents=True, exist_ok=True)
+        self.workspace.ensure_state_dir()
         for issue in self.config_errors:
             self.warn("config", str(issue))
         try:
+            await self.recovery.before_git()
             async with self.commits.lock:
                 initial = await asyncio.to_thread(self.git.ensure)
             if initial:
                 self.commits.announce(initial)
+            # What an engine that died left half done is the agent's (or an operator's) work: it is
+            # committed as such before anything left uncommitted counts as someone else's edit.
+            await self.recovery.interrupted_work()
             await self.commits.commit_external()
         except GitError as exc:
             self.warn("git", str(exc))
@@ -253,6 +289,20 @@ class Engine:
 
     def request_shutdown(self) -> None:
         self.shutdown_requested.set()
+
+    def _unapproved(self, hook: HookFile, stage: str) -> str | None:
+        """With the review gate, a hook whose file changed since it was discovered does not run: a
+        hook may have rewritten it, unvalidated (engine.gate takes such a change back)."""
+        if (
+            stage == "discover"
+            or self.config.review != "gate"
+            or not self.registry.changed_since_discovery(hook)
+        ):
+            return None
+        return (
+            f"hooks/{hook.name} changed since hooks were discovered; with the review gate it runs "
+            "again once hooks are re-discovered (a change a hook made is held for review first)"
+        )
 
     def _opencode_count(self, connected: int) -> None:
         """The heartbeat's timer runs while some opencode is connected, from when the first came."""
@@ -281,9 +331,13 @@ class Engine:
         the event stream."""
         log.warning("%s: %s", source, message)
         notice = Notice(source, message)
-        if self.journal is not None:
-            self.journal.record_event("warning", notice.to_dict())
+        self.record_event("warning", notice.to_dict())
         self.bus.publish(notice, EventKind.WARNING)
+
+    def record_event(self, kind: str, data: JSONDict) -> None:
+        """Keep an engine event in the journal (when there is one)."""
+        if self.journal is not None:
+            self.journal.record_event(kind, data)
 
     def status(self) -> EngineStatus:
         return EngineStatus(

@@ -1,6 +1,6 @@
 """`evolve serve`: one long-lived engine per workspace, announced in `state/engine.json`
-(protocol.announcement). A lock file makes sure a second engine for the same workspace refuses to
-start."""
+(protocol.announcement). Locks make sure a second engine for the same workspace refuses to start, and
+an engine whose workspace is deleted under it notices and stops."""
 
 from __future__ import annotations
 
@@ -27,18 +27,67 @@ class AlreadyRunning(RuntimeError):
     pass
 
 
-def acquire_lock(ws: Workspace) -> int:
-    """An exclusive lock held for the engine's life; the kernel drops it if the process dies."""
-    ws.state_dir.mkdir(parents=True, exist_ok=True)
-    fd = os.open(ws.state_dir / "engine.lock", os.O_RDWR | os.O_CREAT, 0o600)
+class EngineLock:
+    """The locks an engine holds for its life; the kernel drops them if the process dies."""
+
+    def __init__(self, fds: list[int]) -> None:
+        self._fds = fds
+
+    def release(self) -> None:
+        for fd in self._fds:
+            os.close(fd)
+        self._fds = []
+
+
+def _flock(path: Path, flags: int) -> int:
+    fd = os.open(path, flags, 0o600)
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
+    except BaseException:
         os.close(fd)
+        raise
+    return fd
+
+
+def acquire_lock(ws: Workspace) -> EngineLock:
+    """Exclusive locks on `state/engine.lock` and on the workspace directory itself, which deleting
+    `engine.lock` (a person tidying up, a script) cannot take away."""
+    ws.ensure_state_dir()
+    fds: list[int] = []
+    try:
+        fds.append(_flock(ws.state_dir / "engine.lock", os.O_RDWR | os.O_CREAT))
+        fds.append(_flock(ws.root, os.O_RDONLY | os.O_DIRECTORY))
+    except BlockingIOError:
+        EngineLock(fds).release()
         found = Announcement.read(ws.root)
         where = f" (pid {found.pid}, {found.url})" if found else ""
         raise AlreadyRunning(f"an engine already runs for {ws.root}{where}") from None
-    return fd
+    return EngineLock(fds)
+
+
+WATCH_S = 2.0  # how often the engine checks that its workspace is still there
+
+
+def _identity(path: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino
+
+
+async def watch_workspace(ws: Workspace, gone: Callable[[str], None]) -> None:
+    """Call `gone(reason)` once the workspace directory or its journal is deleted or replaced (the
+    engine would go on writing to files nobody can see)."""
+    root, journal = _identity(ws.root), _identity(ws.journal_file)
+    while True:
+        await asyncio.sleep(WATCH_S)
+        if _identity(ws.root) != root:
+            gone(f"the workspace {ws.root} was deleted or replaced")
+            return
+        if journal is not None and _identity(ws.journal_file) != journal:
+            gone(f"the journal {ws.journal_file} was deleted or replaced")
+            return
 
 
 def running(root: Path, timeout: float = 2.0) -> Announcement | None:
@@ -57,7 +106,7 @@ async def serve(
     from .runtime import Engine
 
     ws = Workspace(root)
-    lock_fd = acquire_lock(ws)
+    lock = acquire_lock(ws)
     engine = Engine(root)
     token = secrets.token_urlsafe(32)
     # IPPROTO_TCP explicitly: asyncio turns TCP_NODELAY on only for sockets that say so, and
@@ -82,8 +131,15 @@ async def serve(
     server = uvicorn.Server(config)
     announcement = Announcement(url, token, os.getpid(), __version__, API_VERSION, str(root))
     loop = asyncio.get_running_loop()
+    watching: asyncio.Task[None] | None = None
+
+    def gone(reason: str) -> None:
+        log.error("%s: the engine stops (start it again once the workspace is back)", reason)
+        engine.request_shutdown()
+
     try:
         await engine.start(watch=True, heartbeat=True)
+        watching = asyncio.create_task(watch_workspace(ws, gone))
         announcement.write()
         # Not a warning: the one line a person starting the engine by hand wants to see.
         print(
@@ -100,9 +156,11 @@ async def serve(
         await asyncio.gather(serve_task, return_exceptions=True)
         stop.cancel()
     finally:
+        if watching is not None:
+            watching.cancel()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(sig)
         announcement.remove()
         await engine.close()
-        os.close(lock_fd)
+        lock.release()
     return 0

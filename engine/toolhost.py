@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -27,6 +27,16 @@ class CallContext:
     pending: str | None = None  # the change held for review, under the review gate
     validation: Evidence | None = None  # the test run behind a hook change
     notify: list[str] = field(default_factory=list)
+    # Told, before the call changes the workspace, of the commit it is about to make (message,
+    # trailers, files; None: whatever a hook changes); returns once that is journaled, so that a
+    # restart after a crash can still make that commit (engine.recovery).
+    intent: Callable[[str, dict[str, str | None], list[str] | None], Awaitable[None]] | None = None
+
+    async def about_to_change(
+        self, message: str, trailers: dict[str, str | None], files: list[str] | None
+    ) -> None:
+        if self.intent is not None:
+            await self.intent(message, trailers, files)
 
     def trailers(self) -> dict[str, str | None]:
         return {"Origin": self.origin, "Tool": self.tool, "Session": self.session, "Call": self.call_id}

@@ -200,6 +200,11 @@ class Tools:
             call.output = call.error = f"permission denied: {refused}"
             call.permission = permission or "denied"
             return self._finish(call, ctx, started)
+        ctx.intent = lambda message, trailers, files: self._journal_intent(
+            call, origin, message, trailers, files
+        )
+        if self._journal is not None:
+            self._journal.tool_call_started(call)  # ended by _finish; a crash leaves it "interrupted"
         preset = self._presets.pop(call_id, None) if call_id else None
         with self._activity.running():
             try:
@@ -228,6 +233,25 @@ class Tools:
             self._journal.record_tool_call(call)
         self._bus.publish(call, EventKind.TOOL_RESULT)
         return call
+
+    async def _journal_intent(
+        self,
+        call: ToolCall,
+        origin: str,
+        message: str,
+        trailers: dict[str, str | None],
+        files: list[str] | None,
+    ) -> None:
+        """The call is about to change the workspace: journal it (with the commit it will make) and
+        wait until that is on disk. A crash from here on leaves a record a restart finds."""
+        if self._journal is None:
+            return
+        intent = {"origin": origin, "message": message, "trailers": trailers, "files": files}
+        self._journal.tool_call_started(call, intent)
+        try:
+            await asyncio.to_thread(self._journal.flush)
+        except TimeoutError:  # the journal is stuck: the change goes ahead, as it would without one
+            log.warning("tool call %s: the journal did not confirm its start in time", call.id)
 
     def _provenance(self, ctx: CallContext) -> Provenance:
         return provenance(
@@ -268,6 +292,8 @@ class Tools:
         if reg is None:
             raise ToolFailed(f"unknown tool: {name}")
         git = self._commits.git
+        message, trailers = f"update {tool.short}", {**ctx.trailers(), "Hook": tool.file}
+        await ctx.about_to_change(message, trailers, None)
         # What was uncommitted before the tool ran is someone else's (a hand edit): keep it out of the
         # tool's commit unless the tool changed it further.
         before = await asyncio.to_thread(git.snapshot)
@@ -280,10 +306,10 @@ class Tools:
         async with self._commits.lock:
             changed = await asyncio.to_thread(git.changed_since, before)
             if changed:
-                commit = await self._commits.commit_quietly(
-                    f"update {tool.short}", {**ctx.trailers(), "Hook": tool.file}, changed
+                made = await self._commits.commit_hook_changes(
+                    message, trailers, changed, f"{name} (execute_tool of hooks/{tool.file})", ctx
                 )
-                if commit:
+                for commit in made:
                     ctx.commits.append(commit.sha)
                     await self._commits.annotate(commit.sha, self._provenance(ctx))
         if not run.ok:
@@ -368,9 +394,11 @@ class Tools:
                     f"(pending change {held.id}); it takes effect only once approved"
                 )
             mode = 0o755 if hook is not None else stat.S_IMODE(target.stat().st_mode)
+            trailers = {**ctx.trailers(), "File": shown}
+            await ctx.about_to_change(message, trailers, [shown])
             await asyncio.to_thread(write_atomic, target, new.encode("utf-8", errors="surrogateescape"), mode)
             try:
-                commit = await self._commits.commit(message, {**ctx.trailers(), "File": shown}, [shown])
+                commit = await self._commits.commit(message, trailers, [shown])
             except CommitFailed as exc:
                 success += f" (warning: not committed to git: {exc}; it will be in the next commit)"
             else:

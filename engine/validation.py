@@ -17,9 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .runner import run_process
+from .workspace import pid_alive
 
 SKIP_TOP = frozenset({".git", "state"})
 OUTPUT_LIMIT = 256 * 1024
+COPY_PREFIX = "evolve-validate-"
+"""Validation copies are `<tmp>/evolve-validate-<pid of the engine>-<random>`."""
 
 
 @dataclass(frozen=True)
@@ -58,7 +61,7 @@ async def validate(
     if not test:
         return Validation(True, "no test registered")
     started = time.perf_counter()
-    tmp = Path(tempfile.mkdtemp(prefix="evolve-validate-"))
+    tmp = Path(tempfile.mkdtemp(prefix=f"{COPY_PREFIX}{os.getpid()}-"))
     try:
         await asyncio.to_thread(copy_workspace, root, tmp)
         target = tmp / "hooks" / hook_rel
@@ -78,6 +81,35 @@ async def validate(
         return Validation(ok, output, (time.perf_counter() - started) * 1000, test, code)
     finally:
         await asyncio.to_thread(shutil.rmtree, tmp, True)
+
+
+def remove_stale_copies(tmp: Path | None = None) -> list[Path]:
+    """Remove the validation copies left in the temporary directory by engines that died during a
+    validation (a crash, kill -9): those of this user whose engine is gone. Returns what was removed."""
+    base = Path(tmp or tempfile.gettempdir())
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(COPY_PREFIX):
+            continue
+        pid = entry.name[len(COPY_PREFIX) :].split("-", 1)[0]
+        try:
+            if (
+                not pid.isdigit()
+                or pid_alive(int(pid))
+                or entry.stat(follow_symlinks=False).st_uid != os.getuid()
+            ):
+                continue
+            if not entry.is_dir(follow_symlinks=False):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(entry.path, ignore_errors=True)
+        removed.append(Path(entry.path))
+    return removed
 
 
 async def _run_test(

@@ -53,11 +53,12 @@ class Watcher:
 
     async def handle(self, paths: set[Path]) -> None:
         ws = self._workspace
+        # Engine operations commit their own changes when they finish; wait for them so that what
+        # is left uncommitted is really someone else's edit. The config too is read only then: a
+        # hook's change to it (which could turn the review gate off) has been taken back by then.
+        await self._activity.quiet()
         if ws.config_file in paths:
             self._reload_config()
-        # Engine operations commit their own changes when they finish; wait for them so that what
-        # is left uncommitted is really someone else's edit.
-        await self._activity.quiet()
         await self._commit_external()
         if any(p.parent == ws.hooks_dir or p == ws.hooks_dir for p in paths):
             await self._rediscover()

@@ -11,7 +11,7 @@ import json
 import os
 import tempfile
 import threading
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -59,6 +59,11 @@ class Workspace:
     def journal_file(self) -> Path:
         return self.state_dir / "journal.sqlite3"
 
+    def ensure_state_dir(self) -> Path:
+        """`state/`, created if missing, readable by its owner only: it holds the journal (whole
+        conversations), the access token and held changes."""
+        return private_dir(self.state_dir)
+
     def read_prompts(self) -> dict[str, str]:
         """Contract stage -> file content, for the files that can be read (missing ones are omitted)."""
         out: dict[str, str] = {}
@@ -76,11 +81,25 @@ class Workspace:
             return ""
 
 
+TEMP_SUFFIX = ".evolve-tmp"
+"""The end of the name of `write_atomic`'s temporary files (`.<name>.<pid>.<random>.evolve-tmp`),
+which git is told to ignore and which a restart removes when the process that made them is gone."""
+
+
+def private_dir(path: Path) -> Path:
+    """`path` as a directory only its owner may enter (created with its parents if missing)."""
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    if path.stat().st_mode & 0o077:
+        path.chmod(0o700)
+    return path
+
+
 def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
     """Write `data` to `path` so that readers see the old or the new content, never a mix:
-    a temporary file in the same directory, fsync, then rename over the target."""
+    a temporary file in the same directory, fsync, then rename over the target. Without `mode`
+    the file is readable by its owner only."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
@@ -93,6 +112,37 @@ def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         raise
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process `pid` exists (someone else's counts)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True  # someone else's process
+    return True
+
+
+def remove_stale_temp_files(directories: Iterable[Path]) -> list[Path]:
+    """Remove the temporary files `write_atomic` left in `directories` (and below) when its process
+    died before the rename (a crash, kill -9); those of a process still running are kept. Returns
+    what was removed."""
+    removed: list[Path] = []
+    for top in directories:
+        for directory, _dirs, files in os.walk(top):
+            for name in files:
+                if not name.startswith(".") or not name.endswith(TEMP_SUFFIX):
+                    continue
+                parts = name[: -len(TEMP_SUFFIX)].rsplit(".", 2)
+                if len(parts) != 3 or not parts[1].isdigit() or pid_alive(int(parts[1])):
+                    continue
+                path = Path(directory, name)
+                with contextlib.suppress(OSError):
+                    path.unlink()
+                    removed.append(path)
+    return removed
 
 
 class StateFile:
@@ -121,7 +171,11 @@ class StateFile:
             current = self._read_for_update()
             current.update(patch)
             text = json.dumps(current, indent=2, ensure_ascii=False) + "\n"
-            write_atomic(self.path, text.encode("utf-8"))
+            try:
+                data = text.encode("utf-8")
+            except UnicodeEncodeError:  # a lone surrogate from a client: kept, \u-escaped
+                data = (json.dumps(current, indent=2, ensure_ascii=True) + "\n").encode("utf-8")
+            write_atomic(self.path, data)
             return current
 
     def _read_for_update(self) -> dict[str, Any]:

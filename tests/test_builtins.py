@@ -710,8 +710,13 @@ def test_hook_validate(tmp_path: Path) -> None:
     good, bad, untested, unknown = with_engine(ws, body)
     assert good == "validation passed"
     assert bad is not None and bad.startswith("validation failed:\nFAIL: kit.py discover failed")
-    assert untested == "validation passed"
-    assert unknown == "validation passed"  # not a registered hook: no test
+    # No test: says so, rather than "passed" (nothing was run).
+    assert untested is not None and untested.startswith(
+        "validation skipped: hooks/plain.sh has no registered test"
+    )
+    assert unknown is not None and unknown.startswith(
+        "validation skipped: hooks/unknown.sh has no registered test"
+    )
     assert (ws / "hooks" / "kit.py").read_text() == KIT
     assert [c["message"].splitlines()[0] for c in log(ws)] == ["initial"]
 
@@ -825,6 +830,8 @@ def test_permission_requests(tmp_path: Path) -> None:
             "echo": p("kit_echo", {"text": "x"}),
             "hook_edit": p("evolve_hook_edit", {"hook": "kit.py", "oldString": "a", "newString": "b"}),
             "hook_write": p("evolve_hook_write", {"hook": "plain.sh", "content": ""}),
+            "hook_validate": p("evolve_hook_validate", {"hook": "kit.py", "content": "#!/bin/sh\n"}),
+            "asks": {s.name: s.to_dict()["asks"] for s in engine.tools.specs()},
             "invoke-mark": p(
                 "evolve_tool_invoke", {"name": "kit_mark", "args": {"level": "low", "path": "p.md"}}
             ),
@@ -844,6 +851,9 @@ def test_permission_requests(tmp_path: Path) -> None:
     assert got["echo"] == {"permission": "kit_echo", "patterns": ["*"]}
     assert got["hook_edit"] == {"permission": "evolve_hook_edit", "patterns": ["kit.py"]}
     assert got["hook_write"] == {"permission": "evolve_hook_write", "patterns": ["plain.sh"]}
+    # It runs a candidate of the agent's choosing (through the test): asked like the writes.
+    assert got["hook_validate"] == {"permission": "evolve_hook_validate", "patterns": ["kit.py"]}
+    assert got["asks"]["evolve_hook_validate"] is True
     assert got["invoke-mark"] == {"permission": "kit_mark", "patterns": ["p.md"]}
     assert got["invoke-mark-no-args"] == {"permission": "kit_mark", "patterns": ["*"]}
     assert got["invoke-echo"] == {"permission": "kit_echo", "patterns": ["*"]}

@@ -777,6 +777,7 @@ def test_tools_json_lists_every_tool_with_schema_and_permission(env: dict[str, s
         "notes_add": {"arg": "priority"},
         "evolve_hook_write": {"arg": "hook"},
         "evolve_hook_edit": {"arg": "hook"},
+        "evolve_hook_validate": {"arg": "hook"},  # it runs a candidate: asked like the writes
     }
 
 

@@ -23,6 +23,8 @@ BASE = Config(
     heartbeat_skip_active=False,
     hook_output_limit=555,
     journal_max_runs=666,
+    journal_max_bytes=777,
+    max_request_bytes=888,
     review="gate",
 )
 
@@ -404,6 +406,8 @@ def test_env_covers_every_field() -> None:
         "EVOLVE_HEARTBEAT_SKIP_ACTIVE": "false",
         "EVOLVE_HOOK_OUTPUT_LIMIT": "5",
         "EVOLVE_JOURNAL_MAX_RUNS": "6",
+        "EVOLVE_JOURNAL_MAX_BYTES": "7",
+        "EVOLVE_MAX_REQUEST_BYTES": "8",
         "EVOLVE_REVIEW": "gate",
         "EVOLVE_HOOK_PROTOCOLS": '{"a.py": "hcp"}',
     }

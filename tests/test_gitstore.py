@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import subprocess
+import sys
+import threading
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -519,3 +521,54 @@ def test_watcher_ignores_state_changes(tmp_path: Path) -> None:
     assert with_engine(ws, body, watch=True)
     assert subjects(store)[0] == "external change: marker.md"
     assert all("state/" not in f for e in store.log() for f in e["files"])
+
+
+# ---------------------------------------------------------------------------------------------
+# lock files git leaves behind
+
+HOLDER = """
+import os, sys, time
+fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT | os.O_EXCL)  # as git does
+print("holding", flush=True)
+sys.stdin.readline()  # until the test says so
+print("present" if os.path.exists(sys.argv[1]) else "removed", flush=True)
+os.unlink(sys.argv[1])
+"""
+
+
+def test_a_stale_index_lock_is_removed_and_the_commit_made(tmp_path: Path) -> None:
+    store = GitStore(make_ws(tmp_path))
+    store.ensure()
+    (tmp_path / "ws" / ".git" / "index.lock").write_text("")  # left by a git killed mid-commit
+    write_file(tmp_path / "ws" / "prompts" / "chat.md", "changed\n")
+    commit = store.commit("edit", {"Origin": "tool"}, ["prompts/chat.md"])
+    assert commit is not None and commit.files == ("prompts/chat.md",)
+    assert not (tmp_path / "ws" / ".git" / "index.lock").exists()
+    (note,) = store.take_notes()
+    assert note.startswith("removed .git/index.lock")
+    assert "no process holds it" in note
+
+
+def test_a_lock_a_live_process_holds_is_left_alone(tmp_path: Path) -> None:
+    ws = make_ws(tmp_path)
+    store = GitStore(ws)
+    store.ensure()
+    lock = ws / ".git" / "index.lock"
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLDER, str(lock)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert holder.stdout is not None and holder.stdin is not None
+    assert holder.stdout.readline().strip() == "holding"
+    write_file(ws / "prompts" / "chat.md", "changed\n")
+    result: list[Any] = []
+    worker = threading.Thread(target=lambda: result.append(store.commit("edit", {}, None)))
+    worker.start()
+    time.sleep(1.0)  # well past the point where a stale lock would have been removed
+    holder.stdin.write("go\n")
+    holder.stdin.flush()
+    assert holder.stdout.readline().strip() == "present"  # nobody removed it under the holder
+    holder.wait(10)
+    worker.join(30)
+    assert result and result[0] is not None  # the commit went through once the holder let go
+    assert store.take_notes() == []
+    assert store.clear_stale_locks() == []

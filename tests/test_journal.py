@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import sqlite3
+import stat
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -10,8 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from engine import strictjson
 from engine.journal import SCHEMA_VERSION, Journal
 from engine.protocol.records import HookRun, StageResult, ToolCall
+from tests.support.waiting import wait_for
 
 
 @contextmanager
@@ -700,3 +704,163 @@ def test_newer_schema_refused(path: Path) -> None:
         conn.execute(f"PRAGMA user_version = {SCHEMA_VERSION + 1}")
     with pytest.raises(RuntimeError, match="newer"):
         Journal(path)
+
+
+# --- bounds: back-pressure, values stored once, retention by bytes ------------------------------
+
+
+def test_a_full_queue_makes_the_caller_wait_for_the_writer(path: Path) -> None:
+    from engine.journal import MAX_PENDING_ROWS
+
+    with Journal(path) as journal:
+        blocker = sqlite3.connect(path, isolation_level=None)
+        blocker.execute("BEGIN EXCLUSIVE")  # the writer cannot commit until this ends
+        total = MAX_PENDING_ROWS + 50
+        producer = threading.Thread(target=lambda: [journal.record_run(make_run(i)) for i in range(total)])
+        producer.start()
+        wait_for("the queue to fill", lambda: journal.pending >= MAX_PENDING_ROWS, timeout=4)
+        producer.join(0.2)
+        assert producer.is_alive(), "the caller went on although the writer was MAX_PENDING_ROWS behind"
+        assert journal.pending <= MAX_PENDING_ROWS
+        blocker.execute("ROLLBACK")
+        blocker.close()
+        producer.join(30)
+        journal.flush()
+        assert journal.counts()["runs"] == total
+        assert journal.waits >= 1 and journal.last_error is None
+
+
+def test_a_history_shared_by_runs_is_stored_once(journal: Journal, path: Path) -> None:
+    history = [
+        {"role": "user", "parts": [{"type": "text", "text": f"message {i} " + "x" * 500}]} for i in range(40)
+    ]
+    prompts = {"preamble": "p" * 5000, "chat": "c"}
+    runs = [make_run(i, input={"hook": "idle", "prompts": prompts, "history": history}) for i in range(10)]
+    for run in runs:
+        journal.record_run(run)
+    journal.flush()
+    with raw(path) as conn:
+        blobs = conn.execute("SELECT COUNT(*), SUM(LENGTH(data)) FROM blobs").fetchone()
+        rows = conn.execute("SELECT MAX(LENGTH(data)) FROM runs").fetchone()[0]
+    assert blobs[0] == 2  # the history and the prompts, once each
+    assert blobs[1] > 20_000 and rows < 1000  # the rows only point at them
+    assert journal.runs(limit=20) == list(reversed(runs))
+    assert journal.run(runs[3].id) == runs[3]
+
+
+def test_retention_by_bytes_keeps_the_file_under_the_limit(path: Path) -> None:
+    limit = 2 * 1024 * 1024
+    with Journal(path, max_runs=1_000_000, max_bytes=limit) as journal:
+        for i in range(600):  # 600 runs of 20 KB each, every one different: 12 MB in all
+            journal.record_run(make_run(i, input={"history": [f"{i}:" + "y" * 20_000]}))
+            if i % 100 == 99:
+                journal.flush()
+                assert path.stat().st_size <= limit
+        journal.flush()
+        assert path.stat().st_size <= limit
+        kept = journal.runs(limit=1000)
+        assert kept[0].id == "run_000599" and len(kept) < 600  # the newest, not the oldest
+        assert kept[0].input["history"][0].startswith("599:")
+        assert journal.trimmed_rows == 600 - len(kept)
+    with raw(path) as conn:  # every blob left is one a kept row uses
+        referenced = {
+            ref[-1]
+            for (data,) in conn.execute("SELECT data FROM runs")
+            for ref in json.loads(data).get("$blobs", [])
+        }
+        stored = {h for (h,) in conn.execute("SELECT hash FROM blobs")}
+    assert stored == referenced
+
+
+def test_a_smaller_limit_applies_when_the_journal_opens(path: Path) -> None:
+    with Journal(path) as journal:
+        for i in range(300):
+            journal.record_run(make_run(i, stderr=f"{i}" + "z" * 20_000))
+    assert path.stat().st_size > 5_000_000
+    with Journal(path, max_bytes=1024 * 1024) as journal:
+        journal.flush()
+        assert path.stat().st_size <= 1024 * 1024
+        assert journal.runs(limit=1)[0].id == "run_000299"
+
+
+# --- no stored value makes a listing fail -------------------------------------------------------
+
+
+def test_values_json_cannot_hold_are_stored_as_null(journal: Journal) -> None:
+    journal.record_run(make_run(1, result={"x": float("nan"), "y": [float("inf")]}))
+    journal.flush()
+    stored = journal.run("run_000001")
+    assert stored is not None and stored.result == {"x": None, "y": [None]}
+    assert journal.last_error is None
+
+
+def test_a_row_that_cannot_be_read_is_left_out_not_a_failed_listing(journal: Journal, path: Path) -> None:
+    journal.record_run(make_run(1))
+    journal.record_run(make_run(2))
+    journal.flush()
+    with raw(path) as conn:  # damaged by hand, or written by a broken engine
+        conn.execute("UPDATE runs SET data = 'not json' WHERE id = 'run_000001'")
+        conn.execute(
+            "INSERT INTO runs (id, started_at, ok, data) VALUES ('run_bad', 5000, 1, ?)",
+            ('{"id": "run_bad", "stage": 5}',),
+        )
+        conn.execute(
+            "INSERT INTO runs (id, started_at, ok, data) VALUES ('run_nan', 6000, 1, ?)",
+            ('{"id": "run_nan", "stage": "s", "hook": "h", "started_at": 6000, "input": {"x": NaN}}',),
+        )
+    runs = journal.runs()
+    assert [r.id for r in runs] == ["run_nan", "run_000002"]
+    assert strictjson.dumps([r.to_dict() for r in runs])  # and the answer encodes
+    assert journal.last_error is not None
+
+
+# --- tool calls recorded when they start ---------------------------------------------------------
+
+
+def test_a_started_call_is_interrupted_until_it_ends(journal: Journal) -> None:
+    call = make_tool(1)
+    journal.tool_call_started(call, {"files": ["prompts/chat.md"], "message": "write prompt chat.md"})
+    journal.tool_call_started(make_tool(2))
+    journal.flush()
+    found = journal.interrupted_tool_calls()
+    assert [(c.id, i) for c, i in found] == [
+        ("tool_000001", {"files": ["prompts/chat.md"], "message": "write prompt chat.md"}),
+        ("tool_000002", {}),
+    ]
+    assert journal.tool_call("tool_000001") == call  # a listing shows it as it is
+    journal.record_tool_call(make_tool(1, output="done"))
+    journal.flush()
+    assert [c.id for c, _ in journal.interrupted_tool_calls()] == ["tool_000002"]
+
+
+# --- private by default, and older journals ------------------------------------------------------
+
+
+def test_the_journal_is_readable_by_its_owner_only(path: Path) -> None:
+    path.parent.mkdir(parents=True)
+    sqlite3.connect(path).close()
+    path.chmod(0o644)  # as an older engine created it
+    with Journal(path) as journal:
+        journal.record_run(make_run(1))
+        journal.flush()
+        for suffix in ["", "-wal", "-shm"]:
+            assert stat.S_IMODE(Path(f"{path}{suffix}").stat().st_mode) == 0o600, suffix
+
+
+def test_a_journal_of_the_previous_version_is_migrated(path: Path) -> None:
+    from engine.journal import _SCHEMA_V1, _SCHEMA_V2
+
+    path.parent.mkdir(parents=True)
+    with raw(path) as conn:
+        conn.executescript(_SCHEMA_V1 + _SCHEMA_V2)
+        conn.execute("PRAGMA user_version = 2")
+        conn.execute(
+            "INSERT INTO tool_calls (id, started_at, tool, ok, data) VALUES ('c1', 1, 't', 1, ?)",
+            (json.dumps({"id": "c1", "tool": "t", "args": {}, "started_at": 1}),),
+        )
+    with Journal(path) as journal:
+        assert journal.tool_call("c1") is not None
+        assert journal.interrupted_tool_calls() == []
+    with raw(path) as conn:
+        assert conn.execute("PRAGMA user_version").fetchone()[0] == SCHEMA_VERSION
+        assert conn.execute("PRAGMA auto_vacuum").fetchone()[0] == 2  # incremental: it can shrink

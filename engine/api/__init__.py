@@ -18,7 +18,7 @@ from .shim_routes import add_shim_routes
 
 
 def build_app(engine: Engine, token: str) -> ASGIApp:
-    router = Router()
+    router = Router(lambda: engine.config.max_request_bytes)
     add_operator_routes(router, engine)
     add_shim_routes(router, engine)
     add_events_route(router, engine)

@@ -1,34 +1,59 @@
-"""What every route of the API shares: bearer-token authentication, the API version check, reading
-request bodies and query parameters, and errors that become clean JSON answers."""
+"""What every route of the API shares: bearer-token authentication, the API version check, the
+request body limit, reading request bodies and query parameters, answers that always encode, and
+errors that become clean JSON answers."""
 
 from __future__ import annotations
 
 import hmac
-import json
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import JSONResponse as StarletteJSONResponse
+from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .. import __version__
+from .. import __version__, strictjson
 from ..protocol.api import API_VERSION, API_VERSION_HEADER
 
 log = logging.getLogger("evolve.api")
 Handler = Callable[[Request], Awaitable[Response]]
+_BODY_LIMIT = "evolve.body_limit"  # in a request's scope: the router's body limit, in bytes
 
 
 class ApiError(Exception):
     """An answer other than 200: `status` and a message that says what is wrong and what to do."""
 
-    def __init__(self, status: int, message: str, details: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        status: int,
+        message: str,
+        details: dict[str, Any] | None = None,
+        retry_after: int | None = None,
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.message = message
         self.details = details or {}  # more fields of the answer, for programs
+        self.retry_after = retry_after  # seconds, for a 503
+
+
+class JSONResponse(StarletteJSONResponse):
+    """A JSON answer that always encodes: a value that JSON cannot hold (a NaN kept by an older
+    engine) becomes null instead of turning the answer into a 500."""
+
+    def render(self, content: Any) -> bytes:
+        return strictjson.dumps(content).encode("utf-8")
+
+
+def too_large(limit: int, size: int | None = None) -> str:
+    got = f"is {size} bytes" if size is not None else "is larger"
+    return (
+        f"request body {got}; this engine takes at most {limit} bytes "
+        "(max_request_bytes in config/evolve.jsonc, or EVOLVE_MAX_REQUEST_BYTES)"
+    )
 
 
 class TokenAuth:
@@ -69,16 +94,21 @@ class TokenAuth:
 class Router:
     """Collects routes; a handler's ApiError becomes its status and message, any other exception a 500."""
 
-    def __init__(self) -> None:
+    def __init__(self, body_limit: Callable[[], int] | None = None) -> None:
+        """`body_limit()`: the largest request body `body()` reads, in bytes (none when None)."""
         self.routes: list[Route] = []
+        self._body_limit = body_limit
 
     def add(self, path: str, *methods: str) -> Callable[[Handler], Handler]:
         def deco(fn: Handler) -> Handler:
             async def endpoint(request: Request) -> Response:
+                if self._body_limit is not None:
+                    request.scope[_BODY_LIMIT] = self._body_limit()
                 try:
                     return await fn(request)
                 except ApiError as exc:
-                    return JSONResponse({**exc.details, "error": exc.message}, exc.status)
+                    headers = {"retry-after": str(exc.retry_after)} if exc.retry_after is not None else None
+                    return JSONResponse({**exc.details, "error": exc.message}, exc.status, headers)
                 except Exception as exc:  # an API call must answer, never kill the server
                     log.exception("%s %s failed", request.method, path)
                     return JSONResponse({"error": f"internal error: {type(exc).__name__}: {exc}"}, 500)
@@ -89,14 +119,36 @@ class Router:
         return deco
 
 
+async def read_body(request: Request) -> bytes:
+    """The request body, refused with a 413 as soon as it is larger than the router's limit: at once
+    when its Content-Length says so, else once that many bytes have come (nothing more is read)."""
+    limit = request.scope.get(_BODY_LIMIT)
+    if limit is None:
+        return await request.body()
+    declared = request.headers.get("content-length", "")
+    if declared.isdigit() and int(declared) > limit:
+        raise ApiError(413, too_large(limit, int(declared)))
+    chunks: list[bytes] = []
+    size = 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise ApiError(413, too_large(limit))
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 async def body(request: Request) -> dict[str, Any]:
-    raw = await request.body()
+    """The request's JSON object (strictjson: no NaN, no Infinity, at most MAX_DEPTH levels)."""
+    raw = await read_body(request)
     if not raw:
         return {}
     try:
-        data = json.loads(raw)
-    except ValueError as exc:
+        data = strictjson.loads(raw)
+    except strictjson.NotJSON as exc:
         raise ApiError(400, f"request body is not JSON: {exc}") from exc
+    except strictjson.Rejected as exc:
+        raise ApiError(400, f"request body refused: {exc}") from exc
     if not isinstance(data, dict):
         raise ApiError(400, "request body must be a JSON object")
     return data
@@ -107,6 +159,23 @@ def opt_str(data: dict[str, Any], key: str) -> str | None:
     if value is None or isinstance(value, str):
         return value
     raise ApiError(400, f"{key!r} must be a string")
+
+
+def opt_obj(data: dict[str, Any], key: str, where: str = "") -> dict[str, Any] | None:
+    """`data[key]` when it is an object, None when absent or null; else a 400 naming the field."""
+    value = data.get(key)
+    if value is None or isinstance(value, dict):
+        return value
+    raise ApiError(400, f"{where + key!r} must be an object")
+
+
+def opt_int(data: dict[str, Any], key: str, default: int, minimum: int = 0, maximum: int = 10**9) -> int:
+    value = data.get(key)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+        raise ApiError(400, f"{key!r} must be an integer from {minimum} to {maximum}")
+    return value
 
 
 def int_param(request: Request, key: str, default: int, maximum: int = 10_000) -> int:
@@ -131,6 +200,4 @@ def float_param(request: Request, key: str) -> float | None:
 
 def sse(data: dict[str, Any]) -> bytes:
     """One Server-Sent Events message whose id is the event's sequence number."""
-    return (
-        f"id: {data.get('seq', '')}\ndata: {json.dumps(data, ensure_ascii=False, default=str)}\n\n".encode()
-    )
+    return f"id: {data.get('seq', '')}\ndata: {strictjson.dumps(data)}\n\n".encode()

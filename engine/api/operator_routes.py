@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from .. import __version__
 from ..changes import ChangeError
@@ -22,7 +22,7 @@ from ..protocol.stages import STAGES
 from ..replay import DEFAULT_LIMIT, Change, ReplayError
 from ..replay_inputs import UnknownStage
 from ..runtime import Engine
-from .http import ApiError, Router, body, float_param, int_param, opt_str
+from .http import ApiError, JSONResponse, Router, body, float_param, int_param, opt_int, opt_str
 
 _T = TypeVar("_T")
 
@@ -33,6 +33,42 @@ async def changing(action: Callable[[], Awaitable[_T]]) -> _T:
         return await action()
     except ChangeError as exc:
         raise ApiError(409, str(exc), exc.details) from exc
+
+
+FLUSH_TIMEOUT_S = 10.0
+
+
+async def flushed(journal: Journal) -> None:
+    """Wait until what the journal was given is on disk; a 503 (retry) when its writer is stuck."""
+    try:
+        await asyncio.to_thread(journal.flush, FLUSH_TIMEOUT_S)
+    except TimeoutError:
+        raise ApiError(
+            503,
+            f"the journal's writer is behind ({journal.pending} record(s) not yet on disk after "
+            f"{FLUSH_TIMEOUT_S:.0f} s); retry shortly",
+            retry_after=1,
+        ) from None
+
+
+def text_field(data: dict[str, Any], key: str, limit: int) -> str | None:
+    """A string that goes into git (a commit, a note) or a held change: at most `limit` characters,
+    of text that encodes (no lone surrogates)."""
+    value = opt_str(data, key)
+    if value is None:
+        return None
+    if len(value) > limit:
+        raise ApiError(400, f"{key!r} must be at most {limit} characters")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ApiError(400, f"{key!r} must be text (it holds an unpaired surrogate)") from None
+    return value
+
+
+def operator(data: dict[str, Any]) -> str:
+    """Who acts (`by`): a name of at most 200 characters; "operator" when not given."""
+    return text_field(data, "by", 200) or "operator"
 
 
 def lines_of(text: str) -> list[str]:
@@ -76,7 +112,7 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
         result = await engine.stages.dispatch(name, context, session=opt_str(data, "session"))
         out: dict[str, Any] = result.to_dict()
         if data.get("with_runs") and engine.journal is not None:
-            await asyncio.to_thread(engine.journal.flush)
+            await flushed(engine.journal)
             by_id = {r.id: r for r in engine.journal.runs(dispatch_id=result.id, limit=10_000)}
             out["run_records"] = [by_id[i].to_dict() for i in result.runs if i in by_id]
         return JSONResponse(out)
@@ -88,7 +124,7 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
         found = journal()
         # Runs already announced on the event stream must be in the answer: a client that reads
         # /v1/health's seq, then this, then subscribes since that seq misses none of them.
-        await asyncio.to_thread(found.flush)
+        await flushed(found)
         failed = request.query_params.get("failed")
         items = found.runs(
             stage=request.query_params.get("stage"),
@@ -111,7 +147,7 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
     @router.add("/v1/dispatches", "GET")
     async def dispatches(request: Request) -> Response:
         found = journal()
-        await asyncio.to_thread(found.flush)  # as for /v1/runs
+        await flushed(found)  # as for /v1/runs
         items = found.dispatches(
             stage=request.query_params.get("stage"),
             session=request.query_params.get("session"),
@@ -208,13 +244,13 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
 
     @router.add("/v1/changes/{rev}/approve", "POST")
     async def change_approve(request: Request) -> Response:
-        who = opt_str(await body(request), "by") or "operator"
+        who = operator(await body(request))
         return JSONResponse(await changing(lambda: engine.changes.approve(request.path_params["rev"], who)))
 
     @router.add("/v1/changes/{rev}/revert", "POST")
     async def change_revert(request: Request) -> Response:
         data = await body(request)
-        who = opt_str(data, "by") or "operator"
+        who = operator(data)
         refresh = data.get("refresh") or []
         if not isinstance(refresh, list) or not all(isinstance(s, str) for s in refresh):
             raise ApiError(400, "'refresh' must be a list of session ids")
@@ -248,7 +284,7 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
 
     @router.add("/v1/pending/{id}/approve", "POST")
     async def pending_approve(request: Request) -> Response:
-        who = opt_str(await body(request), "by") or "operator"
+        who = operator(await body(request))
         return JSONResponse(
             await changing(lambda: engine.changes.approve_pending(request.path_params["id"], who))
         )
@@ -256,7 +292,7 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
     @router.add("/v1/pending/{id}/reject", "POST")
     async def pending_reject(request: Request) -> Response:
         data = await body(request)
-        who, reason = opt_str(data, "by") or "operator", opt_str(data, "reason")
+        who, reason = operator(data), text_field(data, "reason", 10_000)
         return JSONResponse(
             await changing(lambda: engine.changes.reject_pending(request.path_params["id"], who, reason))
         )
@@ -338,9 +374,9 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
         if engine.env.get("EVOLVE_DEBUG_LOAD") != "1":
             raise ApiError(404, "not enabled: start the engine with EVOLVE_DEBUG_LOAD=1")
         data = await body(request)
-        count = int(data.get("count") or 1)
-        size = int(data.get("stdout_bytes") or 0)
-        return JSONResponse({"recorded": engine.runner.inject(min(count, 100_000), size)})
+        count = opt_int(data, "count", 1, 1, 100_000)
+        size = opt_int(data, "stdout_bytes", 0, 0, 16 * 1024 * 1024)
+        return JSONResponse({"recorded": engine.runner.inject(count, size)})
 
     @router.add("/v1/shutdown", "POST")
     async def shutdown(request: Request) -> Response:

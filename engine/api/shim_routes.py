@@ -9,12 +9,13 @@ from __future__ import annotations
 from typing import Any
 
 from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
+from starlette.responses import Response
 
 from ..protocol.api import HANDLED_HEADER
 from ..protocol.opencode import OWN_CALL_PREFIXES
 from ..runtime import Engine
-from .http import ApiError, Router, body, opt_str
+from .http import ApiError, JSONResponse, Router, body, opt_obj, opt_str
+from .shapes import connection, event_of, history_of, message_of, model_of, parts_of, system_of
 
 CONNECTION_HEADER = "x-evolve-connection"  # the shim's connection id, on every call after connecting
 
@@ -34,10 +35,7 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
         return session
 
     def args_of(data: dict[str, Any]) -> dict[str, Any] | None:
-        args = data.get("args")
-        if args is not None and not isinstance(args, dict):
-            raise ApiError(400, "'args' must be an object")
-        return args
+        return opt_obj(data, "args")
 
     @router.add("/v1/tools", "GET")
     async def tools(request: Request) -> Response:
@@ -55,7 +53,7 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
         data = await body(request)
         args = args_of(data)
         session = from_session(request, data)
-        bridge.take_history(session, data.get("history"))
+        bridge.take_history(session, history_of(data))
         context = data.get("context")
         if context is not None and not isinstance(context, dict):
             raise ApiError(400, "'context' must be an object: {text, reasoning}")
@@ -75,13 +73,11 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
     @router.add("/v1/opencode/connect", "POST")
     async def connect(request: Request) -> Response:
         data = await body(request)
-        url, directory = opt_str(data, "url"), opt_str(data, "directory")
-        if not url or not directory:
-            raise ApiError(400, "'url' and 'directory' are required")
+        url, directory, token = connection(data)
         conn = engine.connections.connect(
             url,
             directory,
-            opt_str(data, "token"),
+            token,
             opt_str(data, "mode") or "unknown",
             opt_str(data, "shim_version"),
             opt_str(data, "command"),
@@ -106,15 +102,13 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
     async def system(request: Request) -> Response:
         data = await body(request)
         session = from_session(request, data)
-        bridge.take_history(session, data.get("history"))
-        current = data.get("system") or []
-        if not isinstance(current, list):
-            raise ApiError(400, "'system' must be a list of strings")
+        current = system_of(data)
+        bridge.take_history(session, history_of(data))
         tools = data.get("tools")
         result = await bridge.system(
             session,
-            [str(s) for s in current],
-            model=data.get("model"),
+            current,
+            model=model_of(data.get("model")),
             tools=[str(t) for t in tools] if isinstance(tools, list) else None,
             turn=opt_str(data, "turn"),
         )
@@ -130,7 +124,7 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
     @router.add("/v1/opencode/chat-message", "POST")
     async def chat_message(request: Request) -> Response:
         data = await body(request)
-        model = data.get("model") if isinstance(data.get("model"), dict) else None
+        model = model_of(data.get("model"))
         synthetic = data.get("synthetic") is True
         session = from_session(request, data)
         bridge.chat_message(session, opt_str(data, "agent"), model, synthetic)
@@ -145,7 +139,7 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
         shim must do (`deny`, `args`); otherwise accepted at once."""
         data = await body(request)
         session = from_session(request, data)
-        bridge.take_history(session, data.get("history"))
+        bridge.take_history(session, history_of(data))
         tool, call_id, own = str(data.get("tool")), opt_str(data, "call_id"), data.get("own") is True
         if data.get("wait") is True:
             return answer(await tool_stages.before_tool(session, tool, call_id, data.get("args"), own))
@@ -172,7 +166,7 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
     async def compacting(request: Request) -> Response:
         data = await body(request)
         session = from_session(request, data)
-        bridge.take_history(session, data.get("history"))
+        bridge.take_history(session, history_of(data))
         return answer({"prompt": await bridge.compacting(session, opt_str(data, "prompt"))})
 
     @router.add("/v1/opencode/before-turn", "POST")
@@ -182,7 +176,7 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
         session = from_session(request, data)
         if not session:
             raise ApiError(400, "'session' is required")
-        bridge.take_history(session, data.get("history"))
+        bridge.take_history(session, history_of(data))
         tools = data.get("tools")
         return answer(
             await bridge.before_turn(session, [str(t) for t in tools] if isinstance(tools, list) else None)
@@ -196,10 +190,9 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
         session = from_session(request, data)
         if not session:
             raise ApiError(400, "'session' is required")
-        bridge.take_history(session, data.get("history"))
-        raw_message = data.get("message")
-        message: dict[str, Any] = raw_message if isinstance(raw_message, dict) else {}
-        parts = [p for p in data.get("parts") or [] if isinstance(p, dict)]
+        message = message_of(data.get("message"))
+        parts = parts_of(data.get("parts"))
+        bridge.take_history(session, history_of(data))
         bridge.accept_assistant(session, message, parts)
         return answer({"ok": True}, 202)
 
@@ -216,5 +209,5 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
 
     @router.add("/v1/opencode/event", "POST")
     async def event(request: Request) -> Response:
-        bridge.event(await body(request), request.headers.get(CONNECTION_HEADER))
+        bridge.event(event_of(await body(request)), request.headers.get(CONNECTION_HEADER))
         return answer({"ok": True}, 202)
