@@ -76,10 +76,10 @@ from typing import Any
 import httpx
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # for tests/e2e/mock_llm.py and tests/support (not installed packages)
+sys.path.insert(0, str(REPO))  # for tests/support (not an installed package)
 
 from engine.journal import Journal  # noqa: E402
-from tests.e2e.mock_llm import MockLLM, Reply  # noqa: E402
+from evolve_demo.scripted_model import MockLLM, Reply  # noqa: E402
 from tests.support.engine_process import announcement, stop_workspace_engine  # noqa: E402
 from tests.support.environment import drop_shims, without_settings  # noqa: E402
 from tests.support.opencode import (  # noqa: E402

@@ -27,7 +27,7 @@ import httpx
 import pytest
 
 from engine.journal import Journal
-from tests.e2e.mock_llm import MockLLM, Request
+from evolve_demo.scripted_model import MockLLM, Request
 from tests.support.engine_process import announcement, stop_workspace_engine
 from tests.support.environment import EVOLVE, REPO, without_settings
 from tests.support.opencode import install_opencode, keep_seed, make_home, mock_provider, opencode_env
