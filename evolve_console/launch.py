@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from engine.protocol import Announcement
+
 from .client import Target
 
 
@@ -19,9 +21,13 @@ class LaunchError(RuntimeError):
     pass
 
 
+def is_workspace(workspace: Path) -> bool:
+    return (workspace / "hooks").is_dir() or (workspace / "config").is_dir()
+
+
 def engine_for(workspace: Path, start_timeout: float = 30.0) -> Target:
     """The running engine of `workspace`, started (detached) when none runs."""
-    if not (workspace / "hooks").is_dir() and not (workspace / "config").is_dir():
+    if not is_workspace(workspace):
         print(f"evolve console: no workspace at {workspace}; creating the example workspace", file=sys.stderr)
         subprocess.run(
             [sys.executable, "-m", "engine", "init", str(workspace)], check=True, stdout=subprocess.DEVNULL
@@ -64,4 +70,12 @@ def run(workspace: Path | None, attach: str | None, token: str | None) -> int:
         assert workspace is not None
         target = engine_for(workspace)
     EvolveConsole(target).run()
+    if workspace is not None:  # one line, so nobody wonders whether the agent stopped with the console
+        found = Announcement.read(workspace)
+        print(
+            f"evolve console: closed; the engine for {workspace} keeps running"
+            + (f" (pid {found.pid})" if found else "")
+            + f"; stop it with: evolve stop --workspace {workspace}",
+            file=sys.stderr,
+        )
     return 0
