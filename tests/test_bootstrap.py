@@ -15,7 +15,7 @@ from pathlib import Path
 
 from tests.support.environment import REPO
 
-VERSION = "%d.%d" % sys.version_info[:2]
+VERSION = f"{sys.version_info[0]}.{sys.version_info[1]}"
 NO_PIP = "#!/bin/sh\necho 'No module named pip' >&2\nexit 1\n"
 WITH_PIP = '#!/bin/sh\n[ "$1 $2" = "-m pip" ] && exit 0\nexit 1\n'
 
