@@ -371,7 +371,8 @@ def run(options: DemoOptions) -> int:
         app.run()
     except (DemoError, opencode_setup.SetupError) as exc:
         print(f"evolve demo: {exc}", file=sys.stderr)
-        demo.keep = True
+        # Keep what shows why (the logs), not an empty directory.
+        demo.keep = demo.keep or any(demo.base.glob("*.log"))
         print(f"evolve demo: {demo.stop()}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

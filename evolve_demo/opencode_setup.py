@@ -157,6 +157,7 @@ def install(progress: Callable[[str], None] | None = None, quiet: bool = False) 
     binary = binary_path()
     if _installed(binary):
         return binary
+    _npm()  # before anything is created or announced
     base = install_dir()
     with _locked(base):
         if not _installed(binary):
@@ -185,6 +186,7 @@ def prepare_seed(progress: Callable[[str], None] | None = None, quiet: bool = Fa
     seed = seed_dir()
     if plugin_deps_ready(seed):
         return seed
+    _npm()
     with _locked(seed.parent):
         if plugin_deps_ready(seed):
             return seed

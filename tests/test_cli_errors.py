@@ -205,3 +205,37 @@ def test_shim_install_creates_a_new_config_with_the_usual_mode(env: dict[str, st
     proc = evolve(env, "shim", "install", "--project", str(project), "--workspace", str(tmp_path / "ws"))
     assert proc.returncode == 0, proc.stderr
     assert stat.S_IMODE((project / "opencode.json").stat().st_mode) == 0o666 & ~umask
+
+
+# ---- npm missing ---------------------------------------------------------------------------------
+
+
+def test_without_npm_the_demo_and_opencode_install_say_what_to_install(
+    env: dict[str, str], tmp_path: Path
+) -> None:
+    """Only what needs opencode needs npm: with opencode not installed and no npm on PATH, `evolve
+    opencode install` and `evolve demo` name the missing program and stop, leaving nothing behind."""
+    bin_dir = tmp_path / "bin"  # git and a shell, no npm
+    bin_dir.mkdir()
+    for tool in ("sh", "env", "git"):
+        found = subprocess.run(["which", tool], capture_output=True, text=True).stdout.strip()
+        (bin_dir / tool).symlink_to(found)
+    cache = tmp_path / "cache"
+    nonpm = {**env, "PATH": str(bin_dir), "EVOLVE_CACHE_DIR": str(cache), "TMPDIR": str(tmp_path / "tmp")}
+    (tmp_path / "tmp").mkdir()
+    wanted = (
+        "npm is needed to install opencode-ai@1.18.33: install Node.js with npm (Debian/Ubuntu: apt-get "
+        "install npm; elsewhere: https://nodejs.org), then run this again"
+    )
+
+    install = evolve(nonpm, "opencode", "install")
+    assert install.returncode == 1
+    assert one_line(install) == f"evolve opencode: {wanted}"
+    path = evolve(nonpm, "opencode", "path")
+    assert path.returncode == 1 and "install it with: evolve opencode install" in one_line(path)
+
+    demo = evolve(nonpm, "demo")
+    assert demo.returncode == 1
+    assert "Traceback" not in demo.stderr
+    assert f"evolve demo: {wanted}" in demo.stderr.splitlines()
+    assert list((tmp_path / "tmp").iterdir()) == [], "the demo left its directory behind"
