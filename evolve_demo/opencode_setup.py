@@ -122,7 +122,7 @@ def _locked(directory: Path) -> Any:
 
 def _run_npm(args: list[str], cwd: Path, quiet: bool) -> None:
     proc = subprocess.run(
-        [_npm(), *args, "--no-audit", "--no-fund", "--loglevel=error"],
+        [_npm(), *args, "--no-audit", "--no-fund", "--update-notifier=false", "--loglevel=error"],
         cwd=cwd,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -162,7 +162,13 @@ def install(progress: Callable[[str], None] | None = None, quiet: bool = False) 
     with _locked(base):
         if not _installed(binary):
             _say(progress, f"installing opencode-ai@{OPENCODE_VERSION} into {base} (npm, about 350 MB)")
-            _run_npm(["install", "--prefix", str(base), f"opencode-ai@{OPENCODE_VERSION}"], base, quiet)
+            # --ignore-scripts: the postinstall of opencode-ai only sets up its bin/ wrapper (not used)
+            # and creates opencode's directories in the user's HOME.
+            _run_npm(
+                ["install", "--ignore-scripts", "--prefix", str(base), f"opencode-ai@{OPENCODE_VERSION}"],
+                base,
+                quiet,
+            )
             if not _installed(binary) or isolated_version(binary) != OPENCODE_VERSION:
                 raise SetupError(
                     f"{binary} is missing, broken or not version {OPENCODE_VERSION} after npm install"
