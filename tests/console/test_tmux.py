@@ -108,7 +108,7 @@ def test_console_starts_engine_shows_views_and_quits_leaving_engine_running(
     assert (
         f"evolve console: closed; the engine for {workspace} keeps running (pid {engine_pid}); "
         f"stop it with: evolve stop --workspace {workspace}"
-    ) in " ".join(term.screen().split()), term.screen()
+    ) in term.tmux("capture-pane", "-p", "-J", "-t", term.name), term.screen()  # -J: wrapped lines joined
 
     # ...and the engine it started keeps running and answering.
     assert pid_alive(engine_pid), "closing the console stopped the engine"
