@@ -35,7 +35,7 @@ from engine.protocol.announcement import Announcement
 
 from . import opencode_setup
 from .scripted_model import MockLLM
-from .story import Story
+from .story import OPENING, Story
 
 MODEL_PROVIDER = "scripted"
 MODEL_ID = "demo"
@@ -68,8 +68,10 @@ class DemoOptions:
     """Where to build the demo (kept afterwards); None: a new temporary directory, removed at the end."""
     heartbeat_ms: int = 8000
     cleanup_count: int = 2
-    pause_s: float = 3.0
-    """Seconds between the end of one chat turn and the next user message."""
+    pause_s: float = 4.0
+    """Seconds between the end of one chat turn and the next user message, once the opening scenes
+    are played (they follow each other faster, so that all of it shows within a minute)."""
+    opening_pause_s: float = 1.5
 
 
 def free_port() -> int:
@@ -253,11 +255,12 @@ class Demo:
                 if not self.seeded:
                     opencode_setup.keep_seed(self.home)
                 session = http.post("/session", json={"title": CHAT_TITLE}).json()["id"]
-                for text in self.story.user_turns():
+                for turn, text in enumerate(self.story.user_turns()):
                     if self.stopping.is_set():
                         return
                     http.post(f"/session/{session}/message", json={"parts": [{"type": "text", "text": text}]})
-                    if self.stopping.wait(self.options.pause_s):
+                    opening = turn < len(OPENING)
+                    if self.stopping.wait(self.options.opening_pause_s if opening else self.options.pause_s):
                         return
         except Exception as exc:  # shown in the console and printed at the end; the demo keeps its UI
             if not self.stopping.is_set():
