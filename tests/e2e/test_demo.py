@@ -16,7 +16,6 @@ import os
 import shutil
 import signal
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -85,17 +84,19 @@ def test_the_operator_finds_and_reverts_the_bad_hook_edit(
     assert len(bad) == 1, commits
     assert story.BAD_RULE in (ws / "hooks" / "notes.py").read_text()
 
-    # 5, then up the history until the detail pane shows the bad edit's diff.
+    # 5, then up the history until the detail pane shows the bad edit (its subject is unique: the
+    # rejected edit made no commit), and its diff.
     term.keys("5")
     term.wait_for("the self-modifications view", lambda s: "Revert (r)" in s)
     for _ in range(60):
-        screen = term.screen()
-        if "▊ edit hook notes.py" in screen and BAD_LINE in screen:
+        try:
+            term.wait_for("the bad edit selected", lambda s: "▊ edit hook notes.py" in s, timeout=1.0)
             break
-        term.keys("Up")
-        time.sleep(0.3)
+        except AssertionError:
+            term.keys("Up")
     else:
-        pytest.fail(f"the bad edit never showed in the detail pane:\n{term.screen()}")
+        pytest.fail(f"the bad edit was never selected:\n{term.screen()}")
+    term.wait_for("the bad edit's diff", lambda s: BAD_LINE in s, timeout=30)
     term.keys("r")
     term.wait_for("the revert question", lambda s: f"Revert {bad[0][:10]}" in s)
     term.keys("y")
