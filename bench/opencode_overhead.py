@@ -2,7 +2,7 @@
 """What the evolve plugin adds to real opencode: per tool call, to the first LLM request, per run.
 
 Real opencode 1.18.33 (installed by scripts/install_opencode.sh into .cache/), one isolated HOME, and
-the mock LLM of the end-to-end tests (tests/e2e/mock_llm.py), as tests/e2e/README.md describes. Two
+the scripted model of the end-to-end tests (evolve_demo/scripted_model.py), as tests/e2e/README.md describes. Two
 projects with the same opencode.json, one with the evolve plugin (`python -m engine shim install`,
 the example workspace from `evolve init`) and one without it. Every run is
 `opencode run --format json --title bench <words>`; `--title` spares opencode's title LLM call.
@@ -80,11 +80,11 @@ from typing import Any
 import httpx
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO))  # for tests/e2e/mock_llm.py and tests/support (not installed packages)
+sys.path.insert(0, str(REPO))  # for tests/support (not an installed package)
 
 from engine.journal import Journal  # noqa: E402
 from engine.protocol.api import API_VERSION  # noqa: E402
-from tests.e2e.mock_llm import MockLLM, Reply  # noqa: E402
+from evolve_demo.scripted_model import MockLLM, Reply  # noqa: E402
 from tests.support.engine_process import announcement, stop_workspace_engine  # noqa: E402
 from tests.support.environment import drop_shims, without_settings  # noqa: E402
 from tests.support.opencode import (  # noqa: E402

@@ -17,7 +17,6 @@ from typing import TYPE_CHECKING, Any
 
 from . import __version__
 from .client import EngineClient, EngineUnavailable
-from .gitstore import GitError, GitStore
 from .protocol.stages import STAGES
 from .protocol.workspace import resolve_workspace
 
@@ -30,8 +29,41 @@ COMMANDS_GROUP = "evolve.commands"
 engine's command line offers them without importing their packages."""
 
 
+LOG_LEVELS = ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL")
+NEEDS_GIT = frozenset({"init", "stage", "tools", "call", "serve", "doctor", "demo", "console"})
+"""The commands that work on a workspace's git repository (GitPython runs the git program)."""
+
+
 class UsageError(Exception):
     """A mistake in how the command was called: printed without a traceback, exit status 2."""
+
+
+def git_missing() -> bool:
+    """Whether the git program is missing: GitPython cannot even be imported without it."""
+    return shutil.which(os.environ.get("GIT_PYTHON_GIT_EXECUTABLE") or "git") is None
+
+
+def log_level(given: str | None) -> str:
+    """The log level from --log-level, else $EVOLVE_LOG_LEVEL, else WARNING; UsageError naming where a
+    bad one came from."""
+    source, value = (
+        ("--log-level", given)
+        if given is not None
+        else ("EVOLVE_LOG_LEVEL", os.environ.get("EVOLVE_LOG_LEVEL"))
+    )
+    if not value:
+        return "WARNING"
+    if value.strip().upper() not in LOG_LEVELS:
+        raise UsageError(f"{source} {value!r} is not a log level; use one of {', '.join(LOG_LEVELS)}")
+    return value.strip().upper()
+
+
+def _directory(path: str, option: str) -> Path:
+    """`path` as an absolute directory that exists; UsageError otherwise (nothing is created)."""
+    found = Path(path).expanduser().absolute()
+    if not found.is_dir():
+        raise UsageError(f"{option} {found}: no such directory (check the path; nothing was created)")
+    return found
 
 
 def _print_json(value: Any) -> None:
@@ -82,6 +114,8 @@ def example_files() -> Any:
 
 
 def cmd_init(args: argparse.Namespace) -> int:
+    from .gitstore import GitError, GitStore
+
     root = _workspace(args, must_exist=False)
     root.mkdir(parents=True, exist_ok=True)
     created: list[str] = []
@@ -134,7 +168,7 @@ def cmd_stage(args: argparse.Namespace) -> int:
     if not isinstance(context, dict):
         raise UsageError("--input must be a JSON object (the stage context)")
     if args.stage not in STAGES:
-        print(f"note: {args.stage!r} is not a standard stage ({', '.join(STAGES)})", file=sys.stderr)
+        raise UsageError(f"unknown stage {args.stage!r}; the stages are: {', '.join(STAGES)}")
 
     def show(result: dict[str, Any], runs: list[dict[str, Any]] | None) -> int:
         if args.verbose:
@@ -268,11 +302,11 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_shim(args: argparse.Namespace) -> int:
     from .shim_install import InstallError, install, uninstall
 
-    project = Path(args.project or ".").absolute()
+    project = _directory(args.project, "--project") if args.project else Path.cwd()
     try:
         if args.action == "install":
             root = _workspace(args, must_exist=False)
-            result = install(project, root, args.command.split() if args.command else None)
+            result = install(project, root, args.plugin_command.split() if args.plugin_command else None)
         else:
             result = uninstall(project)
     except InstallError as exc:
@@ -352,6 +386,8 @@ def _read_pending(root: Path, pending_id: str) -> PendingChange:
 
 def _check_change(root: Path, ref: str, pending: bool) -> None:
     """The commit or the pending change exists (and is still pending)."""
+    from .gitstore import GitError, GitStore
+
     if pending:
         item = _read_pending(root, ref)
         if item.status != "pending":
@@ -404,6 +440,7 @@ def _progress_done() -> None:
 async def _replay_here(root: Path, ref: str, pending: bool, stages: list[str], limit: int) -> dict[str, Any]:
     """No engine runs: replay in this process, from the workspace's journal (read only)."""
     from .changes import ChangeError
+    from .gitstore import GitStore
     from .journal import Journal
     from .protocol.records import Record, ReplayProgress
     from .replay import Replayer, ReplayError
@@ -441,7 +478,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from .doctor import diagnose
 
     root = _workspace(args, must_exist=False)
-    project = Path(args.project).absolute() if args.project else None
+    project = _directory(args.project, "--project") if args.project else None
     report = asyncio.run(diagnose(root, project=project))
     if args.json:
         _print_json(report.to_dict())
@@ -469,8 +506,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"evolve {__version__}")
     parser.add_argument(
         "--log-level",
-        default=os.environ.get("EVOLVE_LOG_LEVEL", "WARNING"),
-        help="engine log level on stderr (default WARNING)",
+        metavar="LEVEL",
+        help=f"log level on stderr: one of {', '.join(LOG_LEVELS)} (default: $EVOLVE_LOG_LEVEL, else WARNING)",
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
@@ -495,10 +532,14 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_tools)
 
     p = sub.add_parser("call", parents=[common], help="call a tool exactly as the agent would")
-    p.add_argument("tool", metavar="TOOL")
+    p.add_argument("tool", metavar="TOOL", help="the full tool name, e.g. notes_add (see: evolve tools)")
     p.add_argument("--args", metavar="JSON", help="the arguments as a JSON object")
     p.add_argument("--args-file", metavar="FILE", help="read the arguments from FILE (- for stdin)")
-    p.add_argument("--session", metavar="ID")
+    p.add_argument(
+        "--session",
+        metavar="ID",
+        help="the session the call belongs to (passed to the hook, recorded in git)",
+    )
     p.add_argument("--call-id", metavar="ID", help="recorded in the commit trailers")
     p.add_argument("--json", action="store_true", help="print the whole call record")
     p.set_defaults(func=cmd_call)
@@ -514,19 +555,30 @@ def build_parser() -> argparse.ArgumentParser:
     p = sub.add_parser(
         "shim", parents=[common], help="add the evolve plugin to (or remove it from) an opencode project"
     )
-    p.add_argument("action", choices=["install", "uninstall"])
+    p.add_argument(
+        "action",
+        choices=["install", "uninstall"],
+        help="install: add the plugin entry (and its agent); uninstall: remove them",
+    )
     p.add_argument(
         "--project", metavar="DIR", help="the opencode project directory (default: the current one)"
     )
     p.add_argument(
-        "--command", metavar="CMD", help="how the plugin starts evolve (default: this Python, -m engine)"
+        "--command",
+        dest="plugin_command",  # not `command`: that is the subcommand's name
+        metavar="CMD",
+        help="how the plugin starts evolve (default: this Python, -m engine)",
     )
     p.set_defaults(func=cmd_shim)
 
     p = sub.add_parser(
         "heartbeat", parents=[common], help="the running engine's heartbeat: status, fire, pause, resume"
     )
-    p.add_argument("action", choices=["status", "fire", "pause", "resume"])
+    p.add_argument(
+        "action",
+        choices=["status", "fire", "pause", "resume"],
+        help="status: show it; fire: run one tick now; pause, resume: the timer",
+    )
     p.add_argument(
         "--attach", metavar="URL", help="an engine elsewhere (default: the workspace's running engine)"
     )
@@ -554,7 +606,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_replay)
 
     p = sub.add_parser("doctor", parents=[common], help="check the workspace; exit 1 when something is wrong")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.add_argument(
         "--project", metavar="DIR", help="also check this opencode project's plugin entry and agents"
     )
@@ -567,7 +619,19 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    logging.basicConfig(level=args.log_level.upper(), format="evolve: %(levelname)s %(name)s: %(message)s")
+    try:
+        level = log_level(args.log_level)
+    except UsageError as exc:
+        print(f"evolve: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(level=level, format="evolve: %(levelname)s %(name)s: %(message)s")
+    if args.command in NEEDS_GIT and not getattr(args, "attach", None) and git_missing():
+        print(
+            f"evolve {args.command}: git is not installed (or not on PATH); install it "
+            "(Debian/Ubuntu: apt-get install git) and run again",
+            file=sys.stderr,
+        )
+        return 1
     try:
         code: int = args.func(args)
         return code

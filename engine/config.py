@@ -74,9 +74,12 @@ class ConfigIssue:
     message: str
     field: str | None = None
     line: int | None = None
+    column: int | None = None
 
     def __str__(self) -> str:
-        where = self.source + (f":{self.line}" if self.line else "")
+        where = (
+            self.source + (f":{self.line}" if self.line else "") + (f":{self.column}" if self.column else "")
+        )
         what = f" field {self.field!r}:" if self.field else ""
         return f"{where}:{what} {self.message}"
 
@@ -253,23 +256,100 @@ def _line_of(blank: str, key: str) -> int | None:
     return blank.count("\n", 0, match.start()) + 1 if match else None
 
 
+_JSON5_AT = re.compile(r"<string>:(\d+) Unexpected (.*) at column (\d+)$", re.S)
 _JSON5_LINE = re.compile(r"<string>:(\d+)\s*(.*)")
 _QUOTED = re.compile(r"'([^']+)'")
+_STARTS_VALUE = re.compile(r"""["'\w$+\-.{\[]""")
 
 
-def _parse_error(exc: BaseException, blank: str) -> tuple[str, int | None]:
+@dataclass(frozen=True)
+class _ParseError:
+    message: str
+    line: int | None = None
+    column: int | None = None
+
+
+def _tokens(text: str) -> tuple[list[str], list[tuple[str, int]]]:
+    """The brackets still open at the end of `text` (comment-blanked JSON5), and its tokens: a
+    punctuation character or "value", each with the offset where it ends."""
+    stack: list[str] = []
+    tokens: list[tuple[str, int]] = []
+    i, n = 0, len(text)
+    while i < n:
+        ch = text[i]
+        if ch.isspace():
+            i += 1
+        elif ch in "\"'":
+            j = i + 1
+            while j < n and text[j] != ch:
+                j += 2 if text[j] == "\\" else 1
+            tokens.append(("value", min(j + 1, n)))
+            i = j + 1
+        elif ch in "{}[],:":
+            if ch in "{[":
+                stack.append(ch)
+            elif ch in "}]" and stack:
+                stack.pop()
+            tokens.append((ch, i + 1))
+            i += 1
+        else:
+            j = i
+            while j < n and not text[j].isspace() and text[j] not in "{}[],:\"'":
+                j += 1
+            tokens.append(("value", j))
+            i = j
+    return stack, tokens
+
+
+def _position(text: str, offset: int) -> tuple[int, int]:
+    """1-based line and column of `offset`."""
+    return text.count("\n", 0, offset) + 1, offset - (text.rfind("\n", 0, offset) + 1) + 1
+
+
+def _parse_error(exc: BaseException, blank: str) -> _ParseError:
+    """Where a JSON5 syntax error is and what it is. The parser reports the first character it cannot
+    take; when that is the start of a value right after another value, the mistake is the missing ','
+    (or ':' after a key) before it, so that is the position reported."""
     if isinstance(exc, RecursionError):
-        return "nested too deeply", None
+        return _ParseError("nested too deeply")
+    at = _JSON5_AT.match(str(exc))
+    if at:
+        line, found, column = int(at[1]), at[2][1:-1] if len(at[2]) >= 2 else at[2], int(at[3])
+        if at[2] == "end of input":
+            return _ParseError(
+                "the file ends before the value is complete (a '}' or ']' missing?)", line, column
+            )
+        lines = blank.split("\n")
+        offset = sum(len(x) + 1 for x in lines[: line - 1]) + column - 1
+        stack, tokens = _tokens(blank[:offset])
+        if not stack and tokens:
+            return _ParseError(f"unexpected {found!r} after the end of the top-level value", line, column)
+        if tokens and tokens[-1][0] in ("value", "}", "]") and _STARTS_VALUE.match(found):
+            after_key = (
+                stack[-1:] == ["{"]
+                and tokens[-1][0] == "value"
+                and (len(tokens) < 2 or tokens[-2][0] in "{,")
+            )
+            missing = "':' after the key" if after_key else "',' after the value"
+            here_line, here_column = _position(blank, tokens[-1][1])
+            return _ParseError(
+                f"missing {missing} (the next one starts at line {line}, column {column})",
+                here_line,
+                here_column,
+            )
+        shown = "end of line (an unclosed string or an incomplete value?)" if found == "\n" else repr(found)
+        return _ParseError(f"unexpected {shown}", line, column)
     match = _JSON5_LINE.match(str(exc))
     if match:
-        return match.group(2), int(match.group(1))
+        return _ParseError(match.group(2), int(match.group(1)))
     # Some errors (a bad number like 1e) name the token but not the line: find the token.
     token = _QUOTED.search(str(exc))
     if token:
-        at = re.search(rf"(?<![\w.]){re.escape(token.group(1))}(?![\w.])", blank)
-        if at:
-            return str(exc), blank.count("\n", 0, at.start()) + 1
-    return str(exc), None
+        found_at = re.search(rf"(?<![\w.]){re.escape(token.group(1))}(?![\w.])", blank)
+        if found_at:
+            line, column = _position(blank, found_at.start())
+            return _ParseError(str(exc), line, column)
+    return _ParseError(str(exc))
 
 
 def load_config(path: Path, env: Mapping[str, str] | None = None, base: Config | None = None) -> LoadedConfig:
@@ -301,8 +381,10 @@ def load_config(path: Path, env: Mapping[str, str] | None = None, base: Config |
         try:
             parsed = json5.loads(text)
         except (ValueError, RecursionError) as exc:
-            message, line = _parse_error(exc, blank)
-            result.errors.append(ConfigIssue(source, f"not valid JSON5: {message}", line=line))
+            error = _parse_error(exc, blank)
+            result.errors.append(
+                ConfigIssue(source, f"not valid JSON5: {error.message}", line=error.line, column=error.column)
+            )
             parsed_ok = False
         if parsed_ok and not isinstance(parsed, dict):
             result.errors.append(

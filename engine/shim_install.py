@@ -9,6 +9,8 @@ prompts for an unknown agent. Both are done idempotently and leave every other s
 from __future__ import annotations
 
 import json
+import os
+import stat
 import sys
 from importlib import resources
 from pathlib import Path
@@ -91,8 +93,6 @@ def defined_agents(project: Path, data: dict[str, Any], home: Path | None = None
 
 
 def _global_config(home: Path | None) -> dict[str, Any]:
-    import os
-
     base = Path(os.environ.get("XDG_CONFIG_HOME") or (home or Path.home()) / ".config") / "opencode"
     for name in ("opencode.jsonc", "opencode.json", "config.json"):
         try:
@@ -165,7 +165,14 @@ def _write(path: Path, data: dict[str, Any]) -> None:
         # Comments cannot survive a rewrite: keep the original beside it.
         backup = path.with_name(path.name + ".bak")
         backup.write_bytes(path.read_bytes())
-    write_atomic(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode())
+    # The file keeps its mode (write_atomic's temporary file is 0600); a new one gets the usual mode.
+    try:
+        mode = stat.S_IMODE(path.stat().st_mode)
+    except FileNotFoundError:
+        umask = os.umask(0o022)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    write_atomic(path, (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode(), mode=mode)
 
 
 def installed(project: Path) -> list[Any]:

@@ -19,10 +19,14 @@ class LaunchError(RuntimeError):
     pass
 
 
+def is_workspace(workspace: Path) -> bool:
+    return (workspace / "hooks").is_dir() or (workspace / "config").is_dir()
+
+
 def engine_for(workspace: Path, start_timeout: float = 30.0, create: bool = True) -> Target:
     """The running engine of `workspace`, started (detached) when none runs; `create`: make the
     example workspace first when there is none."""
-    if create and not (workspace / "hooks").is_dir() and not (workspace / "config").is_dir():
+    if create and not is_workspace(workspace):
         print(f"evolve console: no workspace at {workspace}; creating the example workspace", file=sys.stderr)
         subprocess.run(
             [sys.executable, "-m", "engine", "init", str(workspace)], check=True, stdout=subprocess.DEVNULL

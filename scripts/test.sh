@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Everything CI checks: lint, format, types, then the whole test suite (unit, console, the wheel
 # installed into a fresh venv (tests/test_packaging.py), and end-to-end against real opencode, which
-# scripts/install_opencode.sh fetches from npm).
+# the end-to-end tests install with npm into .cache/ when it is not there; without npm they are skipped).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/bootstrap.sh
@@ -9,8 +9,7 @@ cd "$(dirname "$0")/.."
 if ! command -v tmux >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   (apt-get install -y -q tmux || (apt-get update -q && apt-get install -y -q tmux)) >/dev/null
 fi
-./scripts/install_opencode.sh >/dev/null
-.venv/bin/ruff check engine evolve_console tests bench scripts
-.venv/bin/ruff format --check engine evolve_console tests bench scripts
+.venv/bin/ruff check engine evolve_console evolve_demo tests bench scripts
+.venv/bin/ruff format --check engine evolve_console evolve_demo tests bench scripts
 .venv/bin/mypy
 .venv/bin/python -m pytest -q "$@"

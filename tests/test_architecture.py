@@ -131,6 +131,21 @@ def test_no_import_cycle_in_the_console() -> None:
     assert cycles(graph("evolve_console")) == []
 
 
+def test_no_import_cycle_in_the_demo() -> None:
+    assert cycles(graph("evolve_demo")) == []
+
+
+def test_neither_the_engine_nor_the_console_imports_the_demo() -> None:
+    crossing = {
+        (module, target)
+        for module, targets in graph("engine", "evolve_console", "evolve_demo").items()
+        if top(module) in ("engine", "evolve_console")
+        for target in targets
+        if top(target) == "evolve_demo"
+    }
+    assert crossing == set()
+
+
 def test_the_engine_never_imports_the_console_or_textual() -> None:
     crossing = {
         (module, target)
@@ -210,6 +225,8 @@ def test_import_engine_loads_neither_textual_nor_starlette() -> None:
         ["doctor", "--workspace", "{ws}"],
         ["replay", "HEAD", "--workspace", "{ws}"],
         ["console", "--help"],
+        ["demo", "--help"],
+        ["opencode", "path"],
     ],
     ids=lambda a: " ".join(a),
 )

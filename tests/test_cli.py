@@ -657,7 +657,7 @@ def test_json5_config_is_accepted_and_a_broken_one_is_reported_with_file_and_lin
     assert broken.returncode == 1
     config_errors = [f["message"] for f in as_json(broken)["findings"] if f["where"] == "config"]
     assert len(config_errors) == 1, config_errors
-    assert config_errors[0].startswith(f"{config}:3: not valid JSON5"), config_errors
+    assert config_errors[0].startswith(f"{config}:3:19: not valid JSON5: unexpected ','"), config_errors
 
 
 # ---- 12./13. git history: concurrent tool calls and external edits -----------------------------

@@ -157,25 +157,34 @@ def test_model_as_object_and_null(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "line"),
+    ("text", "line", "column", "what"),
     [
-        ('{\n  "heartbeat_ms": 1000,\n  "hook_timeout": ,\n}\n', 3),
-        ('{\n  "heartbeat_ms": 1000\n  "hook_timeout": 5\n}\n', 3),
-        ('// c\n// c\n{\n  "heartbeat_title": "a",\n\n  "heartbeat_agent": "b" "c",\n}\n', 6),
-        ('{\n  "heartbeat_ms": 1000,\n', 3),
+        ('{\n  "heartbeat_ms": 1000,\n  "hook_timeout": ,\n}\n', 3, 19, "unexpected ','"),
+        # A missing comma is reported where the comma belongs, not at the next key.
+        ('{\n  "heartbeat_ms": 1000\n  "hook_timeout": 5\n}\n', 2, 23, "missing ',' after the value"),
+        ('{\n  "heartbeat_ms": 1000 // ms\n\n  hook_timeout: 5\n}\n', 2, 23, "missing ',' after the value"),
+        (
+            '// c\n// c\n{\n  "heartbeat_title": "a",\n\n  "heartbeat_agent": "b" "c",\n}\n',
+            6,
+            25,
+            "missing ',' after the value",
+        ),
+        ('{\n  "heartbeat_ms" 1000\n}\n', 2, 17, "missing ':' after the key"),
+        ('{\n  "heartbeat_title": "a\n}\n', 2, 24, "unexpected end of line"),
+        ('{\n  "heartbeat_ms": 1000,\n', 3, 1, "the file ends"),
+        ('{"heartbeat_ms": 1000}\nx\n', 2, 1, "unexpected 'x' after the end of the top-level value"),
     ],
 )
-def test_unparsable_file_is_an_error_with_file_and_line_and_base_is_kept(
-    tmp_path: Path, text: str, line: int
+def test_unparsable_file_is_an_error_with_file_line_and_column_and_base_is_kept(
+    tmp_path: Path, text: str, line: int, column: int, what: str
 ) -> None:
     path = write(tmp_path, text)
     loaded = load(path, base=BASE)
     issue = only_error(loaded)
     assert issue.source == str(path)
-    assert issue.line == line
+    assert (issue.line, issue.column) == (line, column), str(issue)
     assert issue.field is None
-    assert f"{path}:{line}:" in str(issue)
-    assert "JSON5" in issue.message
+    assert str(issue).startswith(f"{path}:{line}:{column}: not valid JSON5: {what}"), str(issue)
     # nothing from the file applies, not even the fields before the syntax error
     assert loaded.config == BASE
 

@@ -145,7 +145,9 @@ def test_the_wheel_carries_every_package_the_stylesheet_the_plugin_and_the_examp
     missing = [p for p in files if p.relative_to(REPO).as_posix() not in names]
     assert files and not missing, f"example files not in the wheel: {missing}"
     # pyproject.toml lists the packages by name: a new subpackage must be listed there too.
-    packages = [p.parent for d in ("engine", "evolve_console") for p in (REPO / d).rglob("__init__.py")]
+    packages = [
+        p.parent for d in ("engine", "evolve_console", "evolve_demo") for p in (REPO / d).rglob("__init__.py")
+    ]
     unlisted = [p for p in packages if (p / "__init__.py").relative_to(REPO).as_posix() not in names]
     assert not unlisted, f"packages missing from the wheel (add them to pyproject.toml): {unlisted}"
 

@@ -104,6 +104,11 @@ def test_console_starts_engine_shows_views_and_quits_leaving_engine_running(
         assert time.monotonic() < deadline, "the console did not exit after q:\n" + term.screen()
         time.sleep(0.1)
     assert status_file.read_text().strip() == "0", "the console exited with an error:\n" + term.screen()
+    # ...saying in one line that the engine keeps running, and how to stop it.
+    assert (
+        f"evolve console: closed; the engine for {workspace} keeps running (pid {engine_pid}); "
+        f"stop it with: evolve stop --workspace {workspace}"
+    ) in term.tmux("capture-pane", "-p", "-J", "-t", term.name), term.screen()  # -J: wrapped lines joined
 
     # ...and the engine it started keeps running and answering.
     assert pid_alive(engine_pid), "closing the console stopped the engine"

@@ -1,9 +1,11 @@
 """Fixtures for end-to-end tests against the real opencode binary (see README.md beside this file).
 
-- `opencode_bin` (session): installs opencode-ai@1.18.33 into .cache/ with scripts/install_opencode.sh.
+- `opencode_bin` (session): installs opencode-ai@1.18.33 into .cache/ with npm (evolve_demo.opencode_setup),
+  unless it is there; skipped when it is not and npm is missing.
 - `oc_home` (session): one isolated HOME/XDG_* tree for every opencode started by these tests, so that
   opencode's one-time npm install of @opencode-ai/plugin into $XDG_CONFIG_HOME/opencode is paid once.
-- `mock` (test): a MockLLM that records what opencode sends and answers from a script.
+- `mock` (test): the scripted model (evolve_demo.scripted_model.MockLLM), which records what opencode
+  sends and answers from a script.
 - `make_project` / `project` (test): a git-initialised opencode project directory whose opencode.json
   points at the mock and loads the evolve shim, plus an evolve workspace made by `evolve init`.
   Teardown stops every `opencode serve` the test started, then the engine the shim started.
@@ -27,7 +29,8 @@ import httpx
 import pytest
 
 from engine.journal import Journal
-from tests.e2e.mock_llm import MockLLM, Request
+from evolve_demo import opencode_setup
+from evolve_demo.scripted_model import MockLLM, Request
 from tests.support.engine_process import announcement, stop_workspace_engine
 from tests.support.environment import EVOLVE, REPO, without_settings
 from tests.support.opencode import install_opencode, keep_seed, make_home, mock_provider, opencode_env
@@ -133,8 +136,8 @@ def session_of(req: Request) -> str:
 
 @pytest.fixture(scope="session")
 def opencode_bin() -> Path:
-    if shutil.which("npm") is None and not any((REPO / ".cache").glob("opencode-*/node_modules")):
-        pytest.skip("npm is needed to install opencode for the end-to-end tests")
+    if shutil.which("npm") is None and opencode_setup.installed_binary() is None:
+        pytest.skip("npm is needed to install opencode for the end-to-end tests (apt-get install npm)")
     try:
         return install_opencode()
     except RuntimeError as exc:

@@ -10,8 +10,8 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from evolve_demo.scripted_model import Reply, Request
 from tests.e2e.conftest import Project, hook_system, last_user_text, tool_call_ids, tool_results
-from tests.e2e.mock_llm import Reply, Request
 from tests.support.waiting import wait_for
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

@@ -15,8 +15,8 @@ import subprocess
 import threading
 from typing import Any
 
+from evolve_demo.scripted_model import Reply, Request
 from tests.e2e.conftest import Project, Serve, evolve, last_user_text, session_of
-from tests.e2e.mock_llm import Reply, Request
 from tests.support.engine_process import EngineProcess
 from tests.support.environment import REPO, without_settings
 from tests.support.processes import pid_alive

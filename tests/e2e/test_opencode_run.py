@@ -11,6 +11,7 @@ import os
 import signal
 from typing import Any
 
+from evolve_demo.scripted_model import Reply, Request
 from tests.e2e.conftest import (
     Project,
     hook_system,
@@ -20,7 +21,6 @@ from tests.e2e.conftest import (
     tool_results,
     trailers,
 )
-from tests.e2e.mock_llm import Reply, Request
 from tests.support.waiting import wait_for
 
 # ---- scenarios -------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ loads lazily on the first request for the project directory and starts the engin
 
 from __future__ import annotations
 
+from evolve_demo.scripted_model import Reply, Request
 from tests.e2e.conftest import (
     Project,
     hook_system,
@@ -13,7 +14,6 @@ from tests.e2e.conftest import (
     tool_results,
     trailers,
 )
-from tests.e2e.mock_llm import Reply, Request
 from tests.support.waiting import wait_for
 
 

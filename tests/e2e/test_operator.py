@@ -15,9 +15,9 @@ from evolve_console.app import EvolveConsole
 from evolve_console.client import Target
 from evolve_console.diffview import DiffView
 from evolve_console.screens import RevertScreen
+from evolve_demo.scripted_model import Reply
 from tests.console.conftest import cell_text, connection_text, table, text_of, wait_until
 from tests.e2e.conftest import Project
-from tests.e2e.mock_llm import Reply
 from tests.support.processes import pid_alive
 from tests.support.waiting import wait_for
 

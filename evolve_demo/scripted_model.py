@@ -1,12 +1,17 @@
-"""A mock OpenAI-compatible chat-completions server for end-to-end tests against real opencode.
+"""A scripted model: an OpenAI-compatible chat-completions server that answers from a script, not an
+LLM. The end-to-end tests run real opencode against it, and `evolve demo` plays its agent with it.
 
-It records every request and answers from a script: each main request (one with tools) takes the next
-scripted reply; title and compaction requests are recognised by their system prompt and answered
-without consuming the script. Replies stream as opencode expects (SSE chunks, then `[DONE]`).
+It records every request and answers each main request (opencode's chat and heartbeat turns) with the
+next scripted reply, a `Reply` or a function of the `Request` that came in (which can read the
+conversation and the tool results opencode sent back); when the script is empty, the `responder` given
+at construction answers, else a plain "ok". Title and compaction requests are recognised by their
+system prompt and answered without consuming the script. Replies stream as opencode expects (SSE
+chunks, then `[DONE]`).
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import threading
 import time
@@ -22,6 +27,8 @@ COMPACTION_MARK = "You are a context summarization agent"
 
 @dataclass
 class Reply:
+    """One answer: text, tool calls (name, arguments), both (text first), after a delay in seconds."""
+
     text: str = ""
     tool_calls: list[tuple[str, dict[str, Any]]] = field(default_factory=list)
     delay: float = 0.0
@@ -30,6 +37,8 @@ class Reply:
 
 @dataclass
 class Request:
+    """One request opencode sent: its JSON body, its headers (lower-case names), when it arrived."""
+
     body: dict[str, Any]
     headers: dict[str, str]
     at: float
@@ -67,13 +76,62 @@ class Request:
     def session(self) -> str | None:
         return self.headers.get("x-session-id")
 
+    def user_texts(self) -> list[str]:
+        """The text of every user message, oldest first."""
+        return [_text(m.get("content")) for m in self.messages if m.get("role") == "user"]
+
+    def last_user_text(self) -> str:
+        """The text of the last user message ("" when there is none)."""
+        texts = self.user_texts()
+        return texts[-1] if texts else ""
+
+    def since_last_user(self) -> list[dict[str, Any]]:
+        """The messages after the last user message: this turn's assistant tool calls and results."""
+        messages = self.messages
+        last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+        return messages[last + 1 :]
+
+    def tool_results(self) -> list[tuple[str, str]]:
+        """(tool name, result text) of every tool result since the last user message, in order."""
+        names: dict[str, str] = {}
+        out: list[tuple[str, str]] = []
+        for m in self.since_last_user():
+            for call in m.get("tool_calls") or []:
+                names[str(call.get("id"))] = str(call.get("function", {}).get("name"))
+            if m.get("role") == "tool":
+                out.append((names.get(str(m.get("tool_call_id")), "?"), _text(m.get("content"))))
+        return out
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return ""
+
+
+Responder = Callable[[Request], Reply]
+
 
 class MockLLM:
-    def __init__(self) -> None:
+    """The scripted model server on a free loopback port (or `port`); `url` is its base URL."""
+
+    def __init__(
+        self,
+        responder: Responder | None = None,
+        *,
+        port: int = 0,
+        model: str = "mock",
+        title: str = "Test title",
+    ) -> None:
         self.requests: list[Request] = []
-        self._script: deque[Reply | Callable[[Request], Reply]] = deque()
+        self.responder = responder
+        self.model = model
+        self.title = title
+        self._script: deque[Reply | Responder] = deque()
         self._lock = threading.Lock()
-        self._calls = 0
+        self._ids = itertools.count(1)
         mock = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -86,7 +144,10 @@ class MockLLM:
                 length = int(self.headers.get("content-length") or 0)
                 body = json.loads(self.rfile.read(length) or b"{}")
                 req = Request(body, {k.lower(): v for k, v in self.headers.items()}, time.time())
-                reply = mock._reply_for(req)
+                try:
+                    reply = mock._reply_for(req)
+                except Exception as exc:  # a broken script answers with its error, visibly
+                    reply = Reply(text=f"(the scripted model failed: {type(exc).__name__}: {exc})")
                 if reply.delay:
                     time.sleep(reply.delay)
                 self.send_response(200)
@@ -102,14 +163,16 @@ class MockLLM:
                 self.close_connection = True
 
             def do_GET(self) -> None:
-                data = json.dumps({"object": "list", "data": [{"id": "mock", "object": "model"}]}).encode()
+                data = json.dumps(
+                    {"object": "list", "data": [{"id": mock.model, "object": "model"}]}
+                ).encode()
                 self.send_response(200)
                 self.send_header("content-type", "application/json")
                 self.send_header("content-length", str(len(data)))
                 self.end_headers()
                 self.wfile.write(data)
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.server.daemon_threads = True
         self.port = self.server.server_address[1]
         self.url = f"http://127.0.0.1:{self.port}/v1"
@@ -122,7 +185,8 @@ class MockLLM:
 
     # ---- scripting ----------------------------------------------------------------------------
 
-    def script(self, *replies: Reply | Callable[[Request], Reply]) -> None:
+    def script(self, *replies: Reply | Responder) -> None:
+        """Queue replies for the next main requests, in order."""
         with self._lock:
             self._script.extend(replies)
 
@@ -130,21 +194,24 @@ class MockLLM:
         with self._lock:
             self.requests.append(req)
             if req.kind == "title":
-                return Reply(text="Test title")
+                return Reply(text=self.title)
             if req.kind == "compaction":
                 return Reply(text="Summary of the conversation so far.")
-            if not self._script:
-                return Reply(text="ok")
-            item = self._script.popleft()
+            if self._script:
+                item: Reply | Responder | None = self._script.popleft()
+            else:
+                item = self.responder
+        if item is None:
+            return Reply(text="ok")
         return item(req) if callable(item) else item
 
     def _chunks(self, reply: Reply) -> list[dict[str, Any]]:
-        self._calls += 1
+        n = next(self._ids)
         base = {
-            "id": f"chatcmpl-{self._calls}",
+            "id": f"chatcmpl-{n}",
             "object": "chat.completion.chunk",
             "created": int(time.time()),
-            "model": "mock",
+            "model": self.model,
         }
         chunks: list[dict[str, Any]] = []
         if reply.tool_calls and reply.text:
@@ -156,7 +223,7 @@ class MockLLM:
             calls = [
                 {
                     "index": i,
-                    "id": f"call_{self._calls}_{i}",
+                    "id": f"call_{n}_{i}",
                     "type": "function",
                     "function": {"name": name, "arguments": json.dumps(args)},
                 }
