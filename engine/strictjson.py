@@ -97,22 +97,25 @@ def _default(obj: object) -> Any:
     return str(obj)
 
 
-def dumps(value: Any) -> str:
-    """Compact JSON text of `value` that never fails on a value the engine holds and always encodes
+def dumps(value: Any, separators: tuple[str, str] | None = None) -> str:
+    """JSON text of `value` that never fails on a value the engine holds and always encodes
     to UTF-8.
 
     Non-ASCII is kept as is (compact for large text), except when the value holds lone surrogates
     (e.g. from a `"\\ud800"` escape): then everything is \\u-escaped, which `json.loads` turns back
-    into the very same string. A float that is not finite becomes `null`.
+    into the very same string. A float that is not finite becomes `null`. `separators` as for
+    `json.dumps` (`(",", ":")`: no blanks).
     """
     try:
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=_default)
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=_default, separators=separators)
     except ValueError:
         value = finite(value)
-        text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=_default)
+        text = json.dumps(value, ensure_ascii=False, allow_nan=False, default=_default, separators=separators)
     if not text.isascii():
         try:
             text.encode("utf-8")
         except UnicodeEncodeError:
-            text = json.dumps(value, ensure_ascii=True, allow_nan=False, default=_default)
+            text = json.dumps(
+                value, ensure_ascii=True, allow_nan=False, default=_default, separators=separators
+            )
     return text

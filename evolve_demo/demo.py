@@ -366,7 +366,7 @@ def run(options: DemoOptions) -> int:
             target=say,
             args=(
                 "A scripted model plays the agent here (no LLM, nothing leaves this machine). Watch the "
-                "views 1-5; q quits and stops the demo.",
+                "views 1-6; q quits and stops the demo.",
                 "information",
             ),
             daemon=True,

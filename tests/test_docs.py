@@ -87,7 +87,9 @@ def examples(page: Path) -> list[Example]:
 
 def normal(text: str, sandbox: Path) -> str:
     text = text.replace(str(sandbox / "tmp"), "/tmp").replace(str(sandbox / "home"), "/home/me")
-    text = text.replace(sys.executable, f"{CHECKOUT}/.venv/bin/python3").replace(str(REPO), CHECKOUT)
+    # The virtual environment's Python by any of its names (python, python3, python3.11).
+    python = re.escape(str(Path(sys.executable).parent)) + r"/python[0-9.]*\b"
+    text = re.sub(python, f"{CHECKOUT}/.venv/bin/python3", text).replace(str(REPO), CHECKOUT)
     for pattern, kind in VARIABLE:
         text = pattern.sub(kind, text)
     return "\n".join(line.rstrip() for line in text.strip("\n").splitlines())

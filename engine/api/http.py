@@ -45,7 +45,7 @@ class JSONResponse(StarletteJSONResponse):
     engine) becomes null instead of turning the answer into a 500."""
 
     def render(self, content: Any) -> bytes:
-        return strictjson.dumps(content).encode("utf-8")
+        return strictjson.dumps(content, separators=(",", ":")).encode("utf-8")  # as Starlette's
 
 
 def too_large(limit: int, size: int | None = None) -> str:
