@@ -181,6 +181,7 @@ async def shoot(found: Announcement, workspace: Path, out: Path, size: tuple[int
                 lambda: bad[:12] in head("#change-detail"),
             ),
         ]
+
         def showing(view: str) -> Callable[[], bool]:
             return lambda: app.shown == view
 
