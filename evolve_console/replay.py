@@ -87,12 +87,7 @@ def report(result: ReplayResult) -> RenderableType:
     head.append(f"{result.kind} {_short(result.target)} “{result.title}”", style="bold")
     head.append(f"  ({', '.join(result.files)})\n")
     head.append(f"before: {result.before}\nafter:  {result.after}\n", style="dim")
-    if result.state == "running":
-        head.append(f"running: {result.done} of {result.total} replays\n", style="yellow")
-    else:
-        style = "green" if result.state == "done" else "red"
-        head.append(f"{result.state} in {result.duration_ms / 1000:.1f} s", style=style)
-        head.append(f": {result.error}\n" if result.error else "\n", style=style)
+    # How it ended (or how far it is) is the status line above the report.
     for warning in result.warnings:
         head.append(f"note: {warning}\n", style="yellow")
     parts: list[RenderableType] = [head]

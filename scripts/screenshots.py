@@ -172,7 +172,7 @@ async def shoot(found: Announcement, workspace: Path, out: Path, size: tuple[int
                 "tools",
                 "6",
                 lambda: select("#tools-table", rejected),
-                lambda: "validation" in head("#tool-detail"),
+                lambda: "evolve_hook_edit" in head("#tool-detail"),
             ),
             (
                 "changes",
