@@ -202,7 +202,8 @@ class ConsoleModel:
         self.applied_seq = 0  # and of the newest one applied
         self.status: EngineStatus | None = None
         self.heartbeat: HeartbeatStatus | None = None
-        self.counts: dict[str, int] = {}  # the journal's exact counts
+        self.counts: dict[str, int] = {}  # the journal's counts, and the runs that came since
+        self._counted_seq = 0  # the last event received when the counts were read
         self.events_seen: Counter[str] = Counter()  # events applied, by kind
         self.run_filter = RunFilter()
         self.runs: dict[str, HookRun] = {}  # the runs shown, oldest first, at most MAX_ROWS
@@ -282,12 +283,17 @@ class ConsoleModel:
                 self.applied_seq = event.seq
             kind = event.known_kind
             if kind is EventKind.HOOK_RUN:
-                # Counts come from the journal (Part.COUNTS): exact, also when the journal trims.
                 try:
                     run = brief_run(event.data)
                 except _UNPARSED:
                     update.reload.add(Part.RUNS)
                     continue
+                if event.seq > self._counted_seq:
+                    # The journal's counts (Part.COUNTS, exact, also when it trims) are read every
+                    # few seconds; runs that came since count at once, so the line never lags.
+                    self.counts["runs"] = self.counts.get("runs", 0) + 1
+                    if run.error is not None:
+                        self.counts["failed_runs"] = self.counts.get("failed_runs", 0) + 1
                 if self.run_filter.matches(run):
                     runs[run.id] = run
                     self._live.append((event.seq, run))
@@ -459,6 +465,10 @@ class ConsoleModel:
 
     def _apply_reload(self, part: Part, data: Any, since: int | None) -> bool:
         newer_event = since is not None and self._set_at.get(part, 0) > since
+        if part in (Part.RUNS, Part.COUNTS):
+            # What the journal held when it answered: every event received so far (an event comes
+            # before its run is journaled, a moment later), give or take the last few.
+            self._counted_seq = self.last_seq or 0
         if part is Part.RUNS:
             self.counts = dict(data.get("counts") or {})
             runs = [brief_run(r) for r in reversed(data["runs"])]

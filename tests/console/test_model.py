@@ -230,6 +230,21 @@ def test_a_reload_racing_live_runs_keeps_the_newer_ones() -> None:
     assert list(model.runs) == ["run_00009"] and model.counts == {}
 
 
+def test_runs_that_come_after_the_counts_were_read_count_at_once() -> None:
+    model = connected_model()
+    feed(model, hook_run(1), hook_run(2))
+    model.apply_waiting()
+    model.apply_reload(Part.COUNTS, {"counts": {"runs": 2, "failed_runs": 0}}, since=None)
+    feed(model, hook_run(3), hook_run(4, error="exit 1"))
+    model.apply_waiting()
+    assert model.counts == {"runs": 4, "failed_runs": 1}, "the line must not lag behind the rows"
+    # The next read of the journal is the truth again (it may have trimmed old runs).
+    model.apply_reload(Part.COUNTS, {"counts": {"runs": 3, "failed_runs": 1}}, since=None)
+    feed(model, hook_run(5))
+    model.apply_waiting()
+    assert model.counts == {"runs": 4, "failed_runs": 1}
+
+
 def test_a_flood_keeps_only_the_newest_rows() -> None:
     model = connected_model()
     flood = 5 * MAX_ROWS

@@ -5,7 +5,6 @@ the operator read what it had to cut."""
 from __future__ import annotations
 
 import asyncio
-import json
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +28,7 @@ from tests.console.conftest import (
     text_of,
     wait_until,
 )
-from tests.support.engine_process import EngineProcess
+from tests.support.engine_process import EngineProcess, stop_workspace_engine
 
 
 def opencode_event(engine: EngineProcess, kind: str, properties: dict[str, Any]) -> None:
@@ -144,10 +143,10 @@ def test_engine_down_shows_last_known_facts_how_long_and_how_to_start_it(engine:
         assert "engine ● connected" in connection_text(app)
         assert "opencode ○ not connected" in connection_text(app), "the new engine knows no opencode"
 
-    drive(engine, scenario)
-    found = json.loads((engine.workspace / "state" / "engine.json").read_text())
-    engine.pid = found["pid"]  # the engine the console started: stopped at teardown
-    engine.url, engine.token = found["url"], found["token"]
+    try:
+        drive(engine, scenario)
+    finally:  # the engine the console started is not the fixture's process: stop it here
+        stop_workspace_engine(engine.workspace, engine.env)
 
 
 def test_a_bad_config_is_named_and_readable_in_full(workspace: Path, start_engine: StartEngine) -> None:
