@@ -52,6 +52,7 @@ class Config:
     hook_output_limit: int = 8 * 1024 * 1024  # bytes of stdout a hook run may print before it fails
     journal_max_runs: int = 20_000  # hook runs (and dispatches, tool calls) kept in the journal
     review: str = "log"  # "gate": the agent's hook and prompt changes wait for an operator's approval
+    hook_warm_start: bool = True  # Python hooks forked from a ready interpreter (engine/warmstart.py)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -158,6 +159,7 @@ _CONVERTERS: dict[str, Callable[[object], Any]] = {
     "hook_output_limit": _positive(lambda v: _as_int(v, nullable=False)),
     "journal_max_runs": _positive(lambda v: _as_int(v, nullable=False)),
     "review": _as_choice(REVIEW_MODES),
+    "hook_warm_start": _as_bool,
 }
 FIELDS = tuple(_CONVERTERS)
 
@@ -171,7 +173,7 @@ def _from_env_text(name: str, text: str) -> object:
     stripped = text.strip()
     if stripped.lower() == "null" and "None" in str(kind):
         return None
-    if name == "heartbeat_skip_active":
+    if kind in (bool, "bool"):
         lowered = stripped.lower()
         if lowered in _TRUE:
             return True
