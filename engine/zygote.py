@@ -85,7 +85,12 @@ _PRELOADED_TOP = sorted(
 _PRELOADED_TOP_SET = frozenset(_PRELOADED_TOP)
 _SUFFIXES = tuple(sorted({*_imp.extension_suffixes(), ".py", ".pyc"}, key=len, reverse=True))
 _CACHE_EXTRA = [k for k in sys.path_importer_cache if k not in _CACHE_BASELINE]
+# The interpreter asks the import system whether the script is a zip or a directory to run, which
+# leaves the script's path in sys.path_importer_cache: this file's path, the hook's in the child.
+_SCRIPT_KEY = sys.argv[0] if sys.argv[0] in _CACHE_BASELINE else None
 _KEPT = frozenset(_BASELINE | _PRELOADED)  # the child's modules before the hook's own
+_MODULES = sys.modules  # the interpreter's, even if a hook binds sys.modules to another dict
+_KEPT_IDS = frozenset(id(m) for m in _MODULES.values())
 _FS = (sys.getfilesystemencoding(), sys.getfilesystemencodeerrors())
 _CODE: "dict[bytes, tuple[bytes, object]]" = {}  # hook path -> (source, its code), compiled here
 _CODE_LIMIT = 64
@@ -388,8 +393,13 @@ def _become_hook(
             if _shadowed(path0):
                 for name in _PRELOADED:
                     sys.modules.pop(name, None)
+        cache = sys.path_importer_cache
         for key in _CACHE_EXTRA:  # what the server's own imports added
-            sys.path_importer_cache.pop(key, None)
+            cache.pop(key, None)
+        if _SCRIPT_KEY is not None:
+            entries = [(path if k == _SCRIPT_KEY else k, v) for k, v in cache.items()]
+            cache.clear()
+            cache.update(entries)
         main = _new_main(path)
     except BaseException as exc:
         try:
@@ -465,20 +475,25 @@ def _clear(space: "dict[str, object]") -> None:
                 space[key] = None
 
 
-def _loaded_by_the_hook() -> "list[str]":
-    found = []
-    for name in reversed(sys.modules):
+def _loaded_by_the_hook() -> "list[object]":
+    """The modules the hook loaded, newest first: the last ones in sys.modules. Looking no further
+    keeps the inherited ones untouched (every object touched is a page copied from the server)."""
+    found: list[object] = []
+    for name in reversed(_MODULES):
         if name in _KEPT:
             break
-        found.append(name)
+        module = _MODULES.get(name)
+        if module is not None and id(module) not in _KEPT_IDS:  # `sys.modules["x"] = sys` is not its
+            found.append(module)
     return found
 
 
-def _finish(status: int, interrupted: bool) -> None:
-    """End the child as the interpreter ends: non-daemon threads joined, atexit callbacks, stdout and
-    stderr flushed (exit 120 if that fails), the hook's own modules cleared and its garbage
-    collected; the server's inherited modules are left as they are (no copy of their memory)."""
-    threading = sys.modules.get("threading")
+def _shut_down(status: int) -> int:
+    """What the interpreter does at exit before it frees everything: non-daemon threads joined,
+    atexit callbacks, stdout and stderr flushed (status 120 if that fails), the hook's own modules
+    cleared and its garbage collected. The modules inherited from the server are left as they are
+    (no copy of their memory for nothing); so are objects the hook hung on them."""
+    threading = _MODULES.get("threading")
     if threading is not None:
         try:
             threading._shutdown()
@@ -498,15 +513,21 @@ def _finish(status: int, interrupted: bool) -> None:
     if sys.version_info >= (3, 12):
         sys.last_exc = None
     gc.collect()
-    # The modules the hook loaded, newest first: the last ones in sys.modules. Looking no further
-    # keeps the inherited ones untouched (every object touched is a page copied from the server).
-    for name in list(_loaded_by_the_hook()):
-        module = sys.modules.get(name)
-        if module is not None:
-            _clear(module.__dict__)
+    for module in _loaded_by_the_hook():
+        _clear(vars(module))
     _clear(_HOOK_MAIN)
     gc.collect()
     _flush_std()
+    return status
+
+
+def _finish(status: int, interrupted: bool) -> None:
+    """End the child as the interpreter ends (see _shut_down), with `status`, or by SIGINT after an
+    uncaught KeyboardInterrupt, as the interpreter does."""
+    try:
+        status = _shut_down(status)
+    except BaseException:  # whatever the hook did to the interpreter, the run ends here
+        pass
     if interrupted:
         _signal.signal(_signal.SIGINT, _signal.SIG_DFL)
         posix.kill(posix.getpid(), _signal.SIGINT)
