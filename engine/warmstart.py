@@ -109,6 +109,27 @@ def _is_script(path: str | None) -> bool:
         return False
 
 
+class _Pipe:
+    """One end of a pipe as asyncio's pipe transports take it (fileno, close): no file object."""
+
+    __slots__ = ("fd",)
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def fileno(self) -> int:
+        return self.fd
+
+    @property
+    def closed(self) -> bool:
+        return self.fd < 0
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            fd, self.fd = self.fd, -1
+            os.close(fd)
+
+
 class WarmProcess:
     """A hook process forked by a server, supervised like `asyncio.subprocess.Process`: the same
     attributes and `wait()`, with the exit status reported by the server that reaps it."""
@@ -285,13 +306,13 @@ class Zygote:
         except OSError as exc:
             log.warning("hooks: warm start of %s failed (%s); started cold", path, exc)
             return None
-        # Every fd belongs to a file object from here on: closing one twice is harmless.
-        files = [os.fdopen(stdin_r, "rb", buffering=0), os.fdopen(stdin_w, "wb", buffering=0)]
+        # Every fd belongs to a _Pipe from here on: closing one twice is harmless.
+        files = [_Pipe(stdin_r), _Pipe(stdin_w)]
         why: str | None = "not started"
         try:
             for _ in range(2):
                 read_end, write_end = os.pipe2(os.O_CLOEXEC)
-                files += [os.fdopen(read_end, "rb", buffering=0), os.fdopen(write_end, "wb", buffering=0)]
+                files += [_Pipe(read_end), _Pipe(write_end)]
             stdin_r_f, stdin_w_f, stdout_r_f, stdout_w_f, stderr_r_f, stderr_w_f = files
             os.set_blocking(stdin_w_f.fileno(), False)
             try:

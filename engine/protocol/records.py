@@ -4,9 +4,10 @@ can read a newer engine's records)."""
 
 from __future__ import annotations
 
+import copy
 import time
 import uuid
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields, is_dataclass
 from typing import Any, TypeVar
 
 JSONDict = dict[str, Any]
@@ -23,11 +24,32 @@ def _known(cls: type[_R], data: JSONDict) -> JSONDict:
     return {k: v for k, v in data.items() if k in names}
 
 
+_ATOMIC = frozenset({str, int, float, bool, type(None)})
+
+
+def _plain(value: Any) -> Any:
+    """What dataclasses.asdict makes of a field's value (a deep copy, dataclasses turned into
+    dicts), several times faster for JSON-like data: a record's input can hold a whole session."""
+    kind = type(value)
+    if kind in _ATOMIC:
+        return value
+    if kind is dict:
+        return {_plain(k): _plain(v) for k, v in value.items()}
+    if kind is list:
+        return [_plain(v) for v in value]
+    if kind is tuple:
+        return tuple(_plain(v) for v in value)
+    if is_dataclass(value) and not isinstance(value, type):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    return copy.deepcopy(value)
+
+
 class Record:
     """A dataclass that converts to and from a JSON-able dict."""
 
     def to_dict(self) -> JSONDict:
-        return asdict(self)  # type: ignore[call-overload, no-any-return]
+        """A snapshot: the record's fields as plain data, deep-copied (as dataclasses.asdict)."""
+        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
 
     @classmethod
     def from_dict(cls: type[_R], data: JSONDict) -> _R:
@@ -147,7 +169,7 @@ class PendingChange(Record):
 
     def summary(self) -> PendingChange:
         """The same change without its content (for listings and events)."""
-        return PendingChange(**{**asdict(self), "content": None})
+        return PendingChange(**{**self.to_dict(), "content": None})
 
 
 @dataclass
