@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 
-from engine.protocol.records import HookRun, PendingChange, StageResult
+from engine.protocol.records import Delivered, HookRun, PendingChange, StageResult
 
 
 def history(n: int) -> list[dict[str, object]]:
@@ -20,9 +20,9 @@ def test_to_dict_is_asdict() -> None:
         stage="chat",
         hook="h.py",
         started_at=1.0,
-        input={"hook": "chat", "history": history(3), "pair": (1, [2, 3])},
+        input={"hook": "chat", "history": history(3), "pair": (1, [2, 3]), 7: "int key"},
+        logs=[{"level": "info"}, "x", [Delivered("a dataclass inside", 1.0)]],
         stdout_lines=["{}"],
-        logs=[{"level": "info"}, "x"],
         result={"system": ["a"], "nested": {"k": [1, {"deep": None}]}},
     )
     dispatch = StageResult(id="dsp_1", stage="chat", started_at=2.0, context={"c": [1]}, runs=["run_1"])
