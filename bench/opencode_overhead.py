@@ -1141,10 +1141,13 @@ def warm_start_figures(runs: list[Run], calls: int) -> str:
     print("\nWarm starts: medians of differences paired by repetition, against opencode without the plugin")
     print(f"   {'figure':<64} {'warm (after)':>13} {'cold (before)':>14} {'target':>9}")
     after, before = figures.get("evolve", {}), figures.get("evolve-cold", {})
+
+    def shown(f: dict[str, float], key: str) -> str:
+        return "-" if key not in f else f"{f[key]:.1f} ms" if key == "cpu" else f"{f[key]:+.1f} ms"
+
     for key, label in labels.items():
-        sign = "" if key == "cpu" else "+"
-        shown = [f"{sign}{f[key]:.1f} ms" if key in f else "-" for f in (after, before)]
-        print(f"   {label:<64} {shown[0]:>13} {shown[1]:>14} {'< ' + format(TARGETS[key], 'g') + ' ms':>9}")
+        cells = [shown(f, key) for f in (after, before)]
+        print(f"   {label:<64} {cells[0]:>13} {cells[1]:>14} {'< ' + format(TARGETS[key], 'g') + ' ms':>9}")
     print(
         "   (last request to exit: opencode's dispose waits for the shim's requests still in flight, "
         "observe_message and idle, until the engine acknowledges observational work before running it)"
@@ -1152,16 +1155,13 @@ def warm_start_figures(runs: list[Run], calls: int) -> str:
 
     def verdicts(f: dict[str, float]) -> str:
         return ", ".join(
-            f"{key} {'' if key == 'cpu' else '+'}{f[key]:.1f} ms ({'MEETS' if f[key] < TARGETS[key] else 'MISSES'} "
-            f"< {TARGETS[key]:g})"
+            f"{key} {shown(f, key)} ({'MEETS' if f[key] < TARGETS[key] else 'MISSES'} < {TARGETS[key]:g})"
             for key in labels
         )
 
     line = "opencode with evolve, warm starts: " + (verdicts(after) if after else "no runs")
     if before:
-        line += "; before (warm starts off): " + ", ".join(
-            f"{key} {'' if key == 'cpu' else '+'}{before[key]:.1f} ms" for key in labels
-        )
+        line += "; before (warm starts off): " + ", ".join(f"{key} {shown(before, key)}" for key in labels)
     return line
 
 

@@ -288,7 +288,7 @@ class Zygote:
 
     # ---- runs -------------------------------------------------------------------------------------
 
-    async def spawn(self, path: str, stage: str, cwd: str, stdin: bytes) -> WarmProcess | None:
+    async def spawn(self, path: str, stage: str, cwd: str, stdin: bytes, line: bytes) -> WarmProcess | None:
         """Fork a child that runs the hook at `path`; None (and the reason logged) if it did not
         start, in which case no code of the hook ran. As much of `stdin` as the pipe holds is in it
         before the child starts (the rest is in `unsent_stdin`), so the hook need not wait for it."""
@@ -298,7 +298,17 @@ class Zygote:
         proc = WarmProcess(self, run)
         path0 = os.path.dirname(os.path.realpath(path)) if self.inserts_path0 else ""
         comm = os.fsencode(os.path.basename(path))[:15] if self.comm_is_script else b""
-        fields = [run, os.fsencode(path), os.fsencode(stage), os.fsencode(cwd), os.fsencode(path0), comm]
+        # The `#!` line this run was sent warm for: if the file has another one when the server
+        # reads it (rewritten meanwhile), the server starts nothing and the run goes cold.
+        fields = [
+            run,
+            os.fsencode(path),
+            os.fsencode(stage),
+            os.fsencode(cwd),
+            os.fsencode(path0),
+            comm,
+            line,
+        ]
         if any(b"\0" in f for f in fields):
             return None
         try:
@@ -323,12 +333,13 @@ class Zygote:
             if not proc.unsent_stdin:
                 stdin_w_f.close()  # all of it is in the pipe: the hook reads it to the end
             self._runs[run] = proc
+            # Connected before the request: once a child may run, nothing here may fail.
+            await self._connect(proc, None if stdin_w_f.closed else stdin_w_f, stdout_r_f, stderr_r_f)
             await self._send(
                 b"R" + b"\0".join(fields), [f.fileno() for f in (stdin_r_f, stdout_w_f, stderr_w_f)]
             )
             for f in (stdin_r_f, stdout_w_f, stderr_w_f):
                 f.close()  # the child has them now; their EOF must be the child's
-            await self._connect(proc, None if stdin_w_f.closed else stdin_w_f, stdout_r_f, stderr_r_f)
             why = await asyncio.wait_for(asyncio.shield(proc.started), START_TIMEOUT_S)
         except TimeoutError:
             self.abandon(f"no child started within {START_TIMEOUT_S:g} s")
@@ -585,7 +596,7 @@ class WarmStarts:
         if slot.dynamic and slot.probing is None and now - slot.probed_at >= REPROBE_EVERY_S:
             slot.probed_at = now
             slot.probing = asyncio.ensure_future(self._reprobe(slot, zygote))
-        proc = await zygote.spawn(path, stage, cwd, stdin)
+        proc = await zygote.spawn(path, stage, cwd, stdin, slot.interpreter.line)
         if proc is not None:
             self.warm_runs += 1
         return proc
@@ -634,7 +645,7 @@ class WarmStarts:
         if slot is None:
             resolved = self._resolve(interpreter, env, cwd)
             dynamic = _is_script(resolved) or self._relative(interpreter, env)
-            slot = _Slot(interpreter, env, cwd, resolved=resolved, dynamic=dynamic)
+            slot = _Slot(interpreter, dict(env), cwd, resolved=resolved, dynamic=dynamic)
             # Only an interpreter that can change with the cwd gets one server per cwd.
             self._slots[key if dynamic else shared] = slot
         return slot

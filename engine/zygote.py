@@ -12,7 +12,8 @@ what a hook can still tell apart from a cold start.
 Control socket (AF_UNIX, SOCK_SEQPACKET; fd number in argv[1]); one message per packet, a type
 byte then fields separated by NUL bytes:
 
-  engine -> here   R run, hook path, stage, cwd, sys.path[0] or "", comm or ""   + fds 0, 1, 2
+  engine -> here   R run, hook path, stage, cwd, sys.path[0] or "", comm or "", #! line
+                   + fds 0, 1, 2
   here -> engine   H version, pid, refusal or "", sys.path[0], comm, identity, files to watch...
                    S run, pid          sent by the child, before any code of the hook runs
                    X run, wait status, CPU microseconds of the child
@@ -231,15 +232,22 @@ def _stop_runs(children: "dict[int, tuple[int, bytes]]") -> None:
     posix._exit(0)
 
 
-def _compiled(path: bytes) -> object:
-    """The hook's code, compiled here once per source, so that no run compiles it again; None when
-    the child must read and compile it itself (an unreadable file, an error, or a compiler warning,
-    which the hook's own stderr must show)."""
+class _NotThisHook(Exception):
+    """The file cannot be read, or is no longer the one the engine decided to start warm."""
+
+
+def _compiled(path: bytes, line: bytes) -> object:
+    """The hook's code, read now and compiled here once per content, so that no run compiles it
+    again; or its source, for the child to compile where the hook's own stderr shows what the
+    compiler says (an error, a warning). Raises _NotThisHook when the file cannot be read or its
+    `#!` line is no longer `line` (it was rewritten meanwhile): a cold start then runs what it is."""
     try:
         with open(path, "rb") as f:
             source = f.read()
-    except OSError:
-        return None
+    except OSError as exc:
+        raise _NotThisHook(f"cannot read the hook: {exc}") from None
+    if source[: len(line) + 1].split(b"\n", 1)[0] != line:
+        raise _NotThisHook("the hook's #! line changed")
     cached = _CODE.get(path)
     if cached is not None and cached[0] == source:
         return cached[1]
@@ -252,7 +260,7 @@ def _compiled(path: bytes) -> object:
     try:
         code = compile(source, _text(path), "exec", dont_inherit=True)
     except Exception:
-        return None
+        return source
     finally:
         filters[:] = saved
     if len(_CODE) >= _CODE_LIMIT:
@@ -297,11 +305,16 @@ def _serve(
                 _close(fds)
                 _stop_runs(children)
             fields = message[1:].split(b"\0")
-            if message[:1] != b"R" or len(fields) != 6 or len(fds) != 3:
+            if message[:1] != b"R" or len(fields) != 7 or len(fds) != 3:
                 _close(fds)
                 _send(sock, b"F", fields[0], "malformed request")
                 continue
-            code = _compiled(fields[1])
+            try:
+                code = _compiled(fields[1], fields[6])
+            except _NotThisHook as exc:
+                _close(fds)
+                _send(sock, b"F", fields[0], str(exc))
+                continue
             try:
                 pid = posix.fork()
             except OSError as exc:
@@ -535,16 +548,6 @@ def _finish(status: int, interrupted: bool) -> None:
 
 _ARGV_PREFIX = _argv_prefix()
 _HOOK_MAIN, _HOOK_PATH, _code = _become_hook(*_serve(int(sys.argv[1])))
-if _code is None:
-    try:
-        _file = open(_HOOK_PATH, "rb")  # noqa: SIM115
-    except OSError as _exc:
-        sys.stderr.write(
-            f"{_ARGV_PREFIX[0]}: can't open file {_HOOK_PATH!r}: [Errno {_exc.errno}] {_exc.strerror}\n"
-        )
-        _finish(2, False)
-    with _file:
-        _code = _file.read()  # compiled where the hook's errors show: below
 _failure = None
 try:
     if isinstance(_code, bytes):

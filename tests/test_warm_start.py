@@ -29,7 +29,7 @@ import pytest
 from engine import warmstart
 from engine.protocol.records import HookRun, new_id
 from engine.runner import execute, run_process
-from engine.warmstart import WarmStarts, python_interpreter
+from engine.warmstart import WarmProcess, WarmStarts, python_interpreter
 from tests.support.processes import PROC, pid_alive, wait_gone
 from tests.support.warm import WarmLoop
 
@@ -576,6 +576,21 @@ def test_a_hung_server_is_given_up_and_the_hook_runs_once(
     assert done.error is None, done.error
     assert (ws / "runs").read_text() == "x"
     assert wait_gone(server)
+
+
+def test_a_hook_rewritten_meanwhile_is_not_run_warm(ws: Path, tmp_path: Path) -> None:
+    """The server reads the hook when it forks: when its #! line is no longer the one the engine
+    saw (the file was rewritten in between), it runs nothing, and the engine starts the hook cold."""
+    hook = write_hook(ws, "moving.py", "open('ran', 'a').write('x')\nprint('{}')\n")
+
+    async def scenario(warm: WarmStarts) -> tuple[WarmProcess | None, bool]:
+        assert await warm.prepare(str(hook), cwd=str(ws), env=None)
+        zygote = next(s.zygote for s in warm._slots.values() if s.zygote is not None)
+        started = await zygote.spawn(str(hook), "chat", str(ws), b"{}", b"#!/bin/sh")
+        await asyncio.sleep(0.3)
+        return started, (ws / "ran").exists()
+
+    assert with_warm(tmp_path, scenario) == (None, False)
 
 
 def test_a_changed_interpreter_gets_a_new_server(
