@@ -405,6 +405,8 @@ def _become_hook(
         if path0:
             sys.path[0] = path0
             if _shadowed(path0):
+                global _KEPT
+                _KEPT = frozenset(_BASELINE)
                 for name in _PRELOADED:
                     sys.modules.pop(name, None)
         cache = sys.path_importer_cache
