@@ -228,6 +228,27 @@ export default async function probe(input, options) {
 """
 
 
+# A second hook in both evolve workspaces (unless --no-tool-hook): it handles the stages of every tool
+# call that the example hook declares it leaves alone, so that each call starts hook runs as a hook
+# watching the agent's tools would make it (tool_before, tool_after and observe_message).
+TOOL_HOOK = """#!/usr/bin/env python3
+\"\"\"Written by bench/opencode_overhead.py: a hook for tool_before, tool_after and observe_message.\"\"\"
+import json
+import sys
+
+STAGES = ["tool_before", "tool_after", "observe_message"]
+stage = sys.argv[1]
+data = json.load(sys.stdin)
+if stage == "discover":
+    print(json.dumps({"name": "tools", "stages": STAGES}))
+elif stage in STAGES:
+    print(json.dumps({"log": f"{stage} {data.get('tool') or ''}".strip()}))
+"""
+
+# Targets of the warm-start figures (ms): added per tool call, last request to exit, `opencode run`
+# with a warm engine, and the engine's CPU (with its hooks and git) per tool call.
+TARGETS = {"call": 5.0, "tail": 10.0, "hello": 50.0, "cpu": 15.0}
+
 # ---- small helpers ------------------------------------------------------------------------------
 
 
@@ -259,6 +280,27 @@ def proc_cpu_ms(pid: int) -> tuple[float, float]:
     # fields[0] is field 3 (state): utime, stime, cutime, cstime are fields 14-17.
     utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
     return (utime + stime) * 1000 / CLK_TCK, (cutime + cstime) * 1000 / CLK_TCK
+
+
+def engine_cpu_ms(pid: int) -> tuple[float, float]:
+    """(own CPU, CPU of everything it started) of an engine in ms: its reaped children (hooks spawned
+    cold, git) and its warm-start servers, which are still running, with the hooks they reaped."""
+    own, children = proc_cpu_ms(pid)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            if (
+                int(stat.rsplit(")", 1)[1].split()[1]) != pid
+                or b"evolve-warm-" not in (entry / "cmdline").read_bytes()
+            ):
+                continue
+        except (OSError, ValueError):
+            continue
+        server_own, server_children = proc_cpu_ms(int(entry.name))
+        children += server_own + server_children
+    return own, children
 
 
 def bench_home(base: Path) -> Path:
@@ -351,6 +393,12 @@ class Bench:
         guard = self.guarded.ws / "hooks" / "guard.py"
         guard.write_text(GUARD_HOOK)
         guard.chmod(0o755)
+        # The same, with warm starts off: the engine before them, for the "before" figures.
+        self.evolve_cold = self.make_project("evolve-cold", plugin=True) if args.cold else None
+        if self.evolve_cold is not None and self.evolve_cold.ws is not None:
+            config = self.evolve_cold.ws / "config" / "evolve.jsonc"
+            text = config.read_text()
+            config.write_text(text[: text.rindex("}")] + '  "hook_warm_start": false,\n}\n')
 
     # ---- setup ------------------------------------------------------------------------------------
 
@@ -380,6 +428,10 @@ class Bench:
         if plugin:
             ws = root / "ws"
             self.evolve_cli("init", str(ws))
+            if self.args.tool_hook:
+                hook = ws / "hooks" / "20-tools.py"
+                hook.write_text(TOOL_HOOK)
+                hook.chmod(0o755)
             self.evolve_cli(
                 "shim",
                 "install",
@@ -413,6 +465,15 @@ class Bench:
             guarded[1]["command"] = entry[1]["command"]
         plugins = [*probes[:1], guarded, *probes[1:]]
         (self.guarded.dir / "opencode.json").write_text(json.dumps({**data, "plugin": plugins}, indent=2))
+        if self.evolve_cold is not None:  # its own plugin entry: its own workspace
+            cold = json.loads((self.evolve_cold.dir / "opencode.json").read_text())
+            (cold_entry,) = cold.pop("plugin")
+            if self.args.engine_nodelay:
+                cold_entry[1]["command"] = [self.python, "-c", NODELAY_ENGINE]
+            plugins = [*probes[:1], cold_entry, *probes[1:]]
+            (self.evolve_cold.dir / "opencode.json").write_text(
+                json.dumps({**data, "plugin": plugins}, indent=2)
+            )
 
     # ---- one opencode run -------------------------------------------------------------------------
 
@@ -435,7 +496,7 @@ class Bench:
         self.mock.script(*script)
         seen = len(self.mock.requests)
         pid = self.engine_pid(project) if project.ws is not None else None
-        cpu_before = proc_cpu_ms(pid) if pid else (float("nan"), float("nan"))
+        cpu_before = engine_cpu_ms(pid) if pid else (float("nan"), float("nan"))
         argv = [
             str(self.bin),
             "run",
@@ -506,7 +567,7 @@ class Bench:
             self.settle_engine(project)
             pid = pid or self.engine_pid(project)
             if pid:
-                after = proc_cpu_ms(pid)
+                after = engine_cpu_ms(pid)
                 run.cpu_engine_ms = after[0] - cpu_before[0]
                 run.cpu_engine_children_ms = after[1] - cpu_before[1]
         return run
@@ -619,7 +680,7 @@ class Bench:
             return {}
         session = "ses_benchreplay"
         system = {"session": session, "system": ["You are opencode."]}
-        calls = {
+        calls: dict[str, tuple[str, str, dict[str, Any] | None]] = {
             "GET /v1/health": ("GET", "/v1/health", None),
             "POST /v1/opencode/system (frozen)": ("POST", "/v1/opencode/system", system),
             "POST /v1/tools/notes_list/permission": ("POST", "/v1/tools/notes_list/permission", {"args": {}}),
@@ -668,8 +729,8 @@ class Bench:
             journal.close()
 
     def stop_engine(self) -> None:
-        for project in (self.evolve, self.guarded):
-            if project.ws is not None:
+        for project in (self.evolve, self.guarded, self.evolve_cold):
+            if project is not None and project.ws is not None:
                 stop_workspace_engine(project.ws, self.env)
 
     def close(self) -> None:
@@ -1137,6 +1198,59 @@ def report(
     )
 
 
+def warm_start_figures(runs: list[Run], calls: int) -> str:
+    """The four figures of warm starts, after (evolve) and before (evolve with hook_warm_start off),
+    each a median of differences paired by repetition against opencode without the plugin; printed
+    as a table, returned as the final line."""
+
+    def of(project: str, kind: str) -> list[Run]:
+        return [r for r in runs if r.project == project and r.kind == kind]
+
+    pt, ps = of("plain", "tools"), of("plain", "simple")
+    figures: dict[str, dict[str, float]] = {}
+    for project in ("evolve", "evolve-cold"):
+        et, es = of(project, "tools"), of(project, "simple")
+        if not et:
+            continue
+        figures[project] = {
+            "call": med(paired(et, pt, lambda r: med(r.step_gaps_ms))),
+            "tail": med(paired(et, pt, lambda r: r.tail_ms)),
+            "hello": med(paired(es, ps, lambda r: r.wall_ms)),
+            "cpu": med([(r.cpu_engine_ms + r.cpu_engine_children_ms) / calls for r in et]),
+        }
+    labels = {
+        "call": "added per tool call (gap between LLM requests)",
+        "tail": f"added between the last LLM request and exit ({calls}-call run)",
+        "hello": "added to `opencode run` with one answer, warm engine",
+        "cpu": "engine CPU per tool call, with its hooks and git",
+    }
+    print("\nWarm starts: medians of differences paired by repetition, against opencode without the plugin")
+    print(f"   {'figure':<64} {'warm (after)':>13} {'cold (before)':>14} {'target':>9}")
+    after, before = figures.get("evolve", {}), figures.get("evolve-cold", {})
+
+    def shown(f: dict[str, float], key: str) -> str:
+        return "-" if key not in f else f"{f[key]:.1f} ms" if key == "cpu" else f"{f[key]:+.1f} ms"
+
+    for key, label in labels.items():
+        cells = [shown(f, key) for f in (after, before)]
+        print(f"   {label:<64} {cells[0]:>13} {cells[1]:>14} {'< ' + format(TARGETS[key], 'g') + ' ms':>9}")
+    print(
+        "   (last request to exit: opencode's dispose waits for the shim's requests still in flight, "
+        "observe_message and idle, until the engine acknowledges observational work before running it)"
+    )
+
+    def verdicts(f: dict[str, float]) -> str:
+        return ", ".join(
+            f"{key} {shown(f, key)} ({'MEETS' if f[key] < TARGETS[key] else 'MISSES'} < {TARGETS[key]:g})"
+            for key in labels
+        )
+
+    line = "opencode with evolve, warm starts: " + (verdicts(after) if after else "no runs")
+    if before:
+        line += "; before (warm starts off): " + ", ".join(f"{key} {shown(before, key)}" for key in labels)
+    return line
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -1157,6 +1271,19 @@ def main() -> int:
     parser.add_argument(
         "--keep-shims", action="store_true", help="leave pyenv/asdf shims on PATH (slow python3 starts)"
     )
+    parser.add_argument(
+        "--no-tool-hook",
+        dest="tool_hook",
+        action="store_false",
+        help="without hooks/20-tools.py (a python3 hook handling tool_before, tool_after and "
+        "observe_message) beside the example hook",
+    )
+    parser.add_argument(
+        "--no-cold",
+        dest="cold",
+        action="store_false",
+        help="without the third project, evolve with hook_warm_start off (the figures before warm starts)",
+    )
     args = parser.parse_args()
     started = time.perf_counter()
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
@@ -1176,6 +1303,9 @@ def main() -> int:
         bench.run(bench.guarded, "warmup", -1, pure=True)
         cold = bench.run(bench.evolve, "cold", -1)
         bench.run(bench.guarded, "cold", -1)  # starts its engine
+        if bench.evolve_cold is not None:
+            bench.run(bench.evolve_cold, "warmup", -1, pure=True)
+            bench.run(bench.evolve_cold, "cold", -1)
         print(f"setup done in {time.perf_counter() - started:.0f} s; engine pid {bench.engine_pid()}")
         kinds = [
             (bench.plain, "tools"),
@@ -1185,6 +1315,8 @@ def main() -> int:
             (bench.evolve, "hook"),
             (bench.guarded, "tools"),
         ]
+        if bench.evolve_cold is not None:
+            kinds += [(bench.evolve_cold, "tools"), (bench.evolve_cold, "simple")]
         runs: list[Run] = []
         for rep in range(args.repeat):
             order = kinds[rep % len(kinds) :] + kinds[: rep % len(kinds)]
@@ -1202,12 +1334,14 @@ def main() -> int:
         bench.fill_user_times(bench.evolve, evolve_runs)
         journal = bench.journal_figures(evolve_runs)
         final = report(bench, runs, cold, journal, api, bench.guard_figures())
+        figures = warm_start_figures(runs, args.calls)
     finally:
         bench.close()
     print(
         f"\n(total bench time {time.perf_counter() - started:.0f} s; load average at end: {os.getloadavg()[0]:.2f})"
     )
     print(final)
+    print(figures)
     return 0
 
 

@@ -97,7 +97,7 @@ def _json_arg(text: str | None, file: str | None, what: str) -> Any:
 async def _with_engine(root: Path, work: Callable[[Engine], Awaitable[int]]) -> int:
     from .runtime import Engine  # only the commands that run hooks need the engine itself
 
-    engine = Engine(root)
+    engine = Engine(root, warm_start=False)  # one command: an interpreter kept ready would go unused
     try:
         await engine.start()
         result: int = await work(engine)

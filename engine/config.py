@@ -59,6 +59,7 @@ class Config:
     # hook file name -> "hcp" or "opencode-evolve": the protocol a hook is treated as, whatever it
     # declares (docs/hooks.md, "Two protocols").
     hook_protocols: dict[str, str] = field(default_factory=dict)
+    hook_warm_start: bool = True  # Python hooks forked from a ready interpreter (engine/warmstart.py)
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -189,6 +190,7 @@ _CONVERTERS: dict[str, Callable[[object], Any]] = {
     "max_request_bytes": _positive(lambda v: _as_int(v, nullable=False)),
     "review": _as_choice(REVIEW_MODES),
     "hook_protocols": _as_protocols,
+    "hook_warm_start": _as_bool,
 }
 FIELDS = tuple(_CONVERTERS)
 
@@ -202,7 +204,7 @@ def _from_env_text(name: str, text: str) -> object:
     stripped = text.strip()
     if stripped.lower() == "null" and "None" in str(kind):
         return None
-    if name == "heartbeat_skip_active":
+    if kind in (bool, "bool"):
         lowered = stripped.lower()
         if lowered in _TRUE:
             return True

@@ -8,6 +8,7 @@ own `.gitignore` is never touched.
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -22,6 +23,9 @@ from .workspace import TEMP_SUFFIX
 
 # state/: the engine's runtime state; *.evolve-tmp: a file being written atomically (never a change).
 EXCLUDES = ("/state/", f"*{TEMP_SUFFIX}")
+# Entries a change check looks at before it leaves the answer to git (a tree that big costs git a
+# scan too).
+SCAN_LIMIT = 5000
 IDENTITY = {"name": "evolve", "email": "evolve@localhost"}
 TRAILER_PREFIX = "Evolve-"
 _LOCK_RETRIES = 100
@@ -218,8 +222,46 @@ class GitStore:
                 out[rel] = "-"
         return out
 
+    def touched_since(self, moment: float) -> bool:
+        """Whether anything in the workspace (but .git and state/) may have been created, changed,
+        renamed or deleted at or after `moment` (epoch seconds): a file's or a directory's
+        modification or change time says so (a deletion or rename changes its directory's, a chmod
+        a file's change time). Also True for a tree of more than SCAN_LIMIT entries."""
+        threshold = int(moment * 1_000_000_000)
+        root = str(self.root)
+        try:
+            st = os.lstat(root)
+        except OSError:
+            return True
+        if max(st.st_mtime_ns, st.st_ctime_ns) >= threshold:
+            return True
+        pending, seen = [root], 0
+        while pending:
+            directory = pending.pop()
+            try:
+                entries = os.scandir(directory)
+            except OSError:
+                return True
+            with entries:
+                for entry in entries:
+                    if directory == root and entry.name in (".git", "state"):
+                        continue
+                    seen += 1
+                    try:
+                        st = entry.stat(follow_symlinks=False)
+                    except OSError:
+                        return True  # gone meanwhile: a change
+                    if seen > SCAN_LIMIT or max(st.st_mtime_ns, st.st_ctime_ns) >= threshold:
+                        return True
+                    if entry.is_dir(follow_symlinks=False):
+                        pending.append(entry.path)
+        return False
+
     def changed_after(self, moment: float) -> list[str]:
-        """Uncommitted paths modified at or after `moment` (epoch seconds), deletions included."""
+        """Uncommitted paths modified at or after `moment` (epoch seconds), deletions included.
+        Without a process for git when nothing in the tree was touched since (touched_since)."""
+        if not self.touched_since(moment):
+            return []
         out: list[str] = []
         for rel in self.dirty_files():
             try:

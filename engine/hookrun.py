@@ -15,6 +15,7 @@ from .discovery import HookFile
 from .journal import Journal
 from .protocol.records import HookRun, RunStarted, new_id
 from .runner import execute
+from .warmstart import WarmStarts
 
 log = logging.getLogger("evolve")
 
@@ -28,14 +29,17 @@ class HookRunner:
         journal: Journal | None,
         bus: EventBus,
         refuse: Callable[[HookFile, str], str | None] | None = None,
+        warm: WarmStarts | None = None,
     ) -> None:
-        """`refuse(hook, stage)` may name a reason not to run a hook (the review gate's)."""
+        """`refuse(hook, stage)` may name a reason not to run a hook (the review gate's); `warm`: ready
+        interpreters for Python hooks, used while `hook_warm_start` is on."""
         self._root = root
         self._config = config
         self._env = env
         self._journal = journal
         self._bus = bus
         self._refuse = refuse
+        self._warm = warm
 
     async def run(
         self,
@@ -68,6 +72,7 @@ class HookRunner:
             timeout_ms=config.hook_timeout,
             stdout_limit=config.hook_output_limit,
             env=self._env,
+            warm=self._warm if config.hook_warm_start else None,
         )
         if run.stderr:
             log.info("hooks/%s %s stderr: %s", hook.name, stage, run.stderr.rstrip()[-2000:])

@@ -18,10 +18,13 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from . import strictjson
 from .protocol.records import HookRun
+
+if TYPE_CHECKING:
+    from .warmstart import WarmStarts
 
 STDERR_LIMIT = 256 * 1024
 # How long to keep reading a hook's pipes after it exited, when something it started still holds them.
@@ -37,6 +40,23 @@ _run_numbers = itertools.count(1)
 
 class _OutputTooLarge(Exception):
     pass
+
+
+class Process(Protocol):
+    """A started process as supervised here: an `asyncio.subprocess.Process`, or a hook forked
+    warm (engine.warmstart.WarmProcess)."""
+
+    @property
+    def pid(self) -> int: ...
+    @property
+    def returncode(self) -> int | None: ...
+    @property
+    def stdin(self) -> asyncio.StreamWriter | None: ...
+    @property
+    def stdout(self) -> asyncio.StreamReader | None: ...
+    @property
+    def stderr(self) -> asyncio.StreamReader | None: ...
+    async def wait(self) -> int | None: ...
 
 
 def _preview(text: str, limit: int = 60) -> str:
@@ -148,43 +168,60 @@ async def run_process(
     stdout_limit: int,
     stdout_fail_over: bool = True,
     stderr_limit: int = STDERR_LIMIT,
+    warm: WarmStarts | None = None,
 ) -> Finished:
     """Run `argv` in its own process group with bounded output and a timeout that kills the group.
 
     A process is judged by its own exit: when it exits but something it started still holds its
     pipes, those are given a moment and then killed, without turning the run into a timeout.
+    With `warm`, a Python hook (`argv` = its path and the stage) is forked from a ready interpreter
+    when one is (engine.warmstart); otherwise, and whenever that fails, it starts as always.
     """
     done = Finished()
     tag = f"{os.getpid()}-{next(_run_numbers)}"
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            *argv,
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            cwd=str(cwd),
-            env={**(os.environ if env is None else env), RUN_TAG: tag},
-            # Its own process group (so a timeout kills everything it started), but not its own
-            # session: a new session costs up to milliseconds per start where the kernel gives
-            # each session its own scheduling group.
-            process_group=0,
-        )
-    except OSError as exc:
-        done.spawn_error = exc
-        return done
+    proc: Process | None = None
+    if warm is not None and stdin is not None:
+        # The ready interpreter is the one for the run's environment without its tag; the tag is
+        # set in the forked hook, so that what it starts carries it.
+        warm_proc = await warm.spawn(argv, cwd=str(cwd), env=env, stdin=stdin, extra_env={RUN_TAG: tag})
+        if warm_proc is not None:
+            proc, stdin = warm_proc, warm_proc.unsent_stdin  # the rest is already in its pipe
+    if proc is None:
+        try:
+            proc = await asyncio.create_subprocess_exec(
+                *argv,
+                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.PIPE,
+                cwd=str(cwd),
+                env={**(os.environ if env is None else env), RUN_TAG: tag},
+                # Its own process group (so a timeout kills everything it started), but not its own
+                # session: a new session costs up to milliseconds per start where the kernel gives
+                # each session its own scheduling group.
+                process_group=0,
+            )
+        except OSError as exc:
+            done.spawn_error = exc
+            return done
 
     try:
-        return await _supervise(
-            proc, done, stdin, timeout_ms, stdout_limit, stdout_fail_over, stderr_limit, tag
-        )
+        await _supervise(proc, done, stdin, timeout_ms, stdout_limit, stdout_fail_over, stderr_limit, tag)
     except asyncio.CancelledError:
         # The caller gave up (the engine is stopping): the process group must not outlive it.
         await asyncio.shield(terminate_group(proc, tag))
         raise
+    finally:
+        close = getattr(proc, "close", None)  # a warm process's pipes are the engine's to close
+        if close is not None:
+            close()
+    lost = getattr(proc, "lost", None)
+    if lost and done.failure is None:
+        done.failure = lost
+    return done
 
 
 async def _supervise(
-    proc: asyncio.subprocess.Process,
+    proc: Process,
     done: Finished,
     stdin: bytes | None,
     timeout_ms: int,
@@ -264,8 +301,10 @@ async def execute(
     timeout_ms: int,
     stdout_limit: int,
     env: Mapping[str, str] | None = None,
+    warm: WarmStarts | None = None,
 ) -> HookRun:
-    """Run the hook at `path` for `run.stage` with `run.input` on stdin; fill in and return `run`."""
+    """Run the hook at `path` for `run.stage` with `run.input` on stdin; fill in and return `run`
+    (forked from a ready interpreter if `warm` has one for it, see run_process)."""
     started = time.perf_counter()
     stdin_data = b"" if run.input is None else strictjson.dumps(run.input).encode()
     done = await run_process(
@@ -275,6 +314,7 @@ async def execute(
         stdin=stdin_data,
         timeout_ms=timeout_ms,
         stdout_limit=stdout_limit,
+        warm=warm,
     )
     if done.spawn_error is not None:
         exc = done.spawn_error
@@ -308,10 +348,10 @@ async def _drain(stream: asyncio.StreamReader) -> None:
             pass
 
 
-async def _exited(proc: asyncio.subprocess.Process) -> int:
+async def _exited(proc: Process) -> int | None:
     waiter = asyncio.ensure_future(proc.wait())
     try:
-        while proc.returncode is None:
+        while proc.returncode is None and not waiter.done():  # a lost warm process has none
             await asyncio.wait({waiter}, timeout=0.02)
         return proc.returncode
     finally:
@@ -345,7 +385,7 @@ def _kill_tagged(tag: str | None, sig: int) -> None:
             os.kill(pid, sig)
 
 
-async def terminate_group(proc: asyncio.subprocess.Process, tag: str | None = None) -> None:
+async def terminate_group(proc: Process, tag: str | None = None) -> None:
     """SIGTERM the whole process group (and the processes tagged `tag` that left it), then SIGKILL
     them after a grace period."""
     _kill_group(proc.pid, signal.SIGTERM)

@@ -42,6 +42,7 @@ from .stages import Stages
 from .toolcalls import OpencodeCalls
 from .tools import Tools
 from .toolstages import ToolStages
+from .warmstart import WarmStarts
 from .watcher import Watcher
 from .workspace import StateFile, Workspace
 
@@ -57,8 +58,10 @@ class Engine:
         *,
         opencode: Opencode | None = None,
         clock: Clock | None = None,
+        warm_start: bool = True,
     ) -> None:
-        """`opencode` and `clock` replace the heartbeat's view of opencode and its time (tests)."""
+        """`opencode` and `clock` replace the heartbeat's view of opencode and its time (tests);
+        `warm_start=False` never keeps interpreters ready (a one-off command runs few hooks)."""
         self.workspace = ws = Workspace(root)
         self.env = dict(os.environ if env is None else env)
         self.bus = bus = EventBus()
@@ -96,7 +99,10 @@ class Engine:
         )
         self.git = self.commits.git
         self.sessions = SessionStore(self.journal, bus.publish)
-        self.runner = HookRunner(root, self.current_config, self.env, self.journal, bus, self._unapproved)
+        self.warm = WarmStarts(ws.state_dir / "warm") if warm_start else None
+        self.runner = HookRunner(
+            root, self.current_config, self.env, self.journal, bus, self._unapproved, self.warm
+        )
         self.registry = HookRegistry(
             ws.hooks_dir,
             self.runner.run,
@@ -282,6 +288,8 @@ class Engine:
             await asyncio.gather(self._watching, return_exceptions=True)
         await self.background.close()  # what was accepted from opencode is finished first
         await self.commits.close()  # the last commit of what hooks changed
+        if self.warm is not None:
+            await self.warm.close()  # after the runs: each server ends what it still runs
         await self.connections.close()
         await self.sessions.close()
         if self.journal is not None:
@@ -318,6 +326,8 @@ class Engine:
             self.warn("config", f"{issue} (keeping the last good value)")
         self.bus.publish(ConfigChanged(self.config.to_dict(), [str(e) for e in loaded.errors]))
         self.heartbeat.reschedule()  # heartbeat_ms may have changed
+        if self.warm is not None and not self.config.hook_warm_start:
+            self.warm.suspend()  # no interpreter kept ready while warm starts are off
 
     async def files_changed(self, files: list[str]) -> None:
         """Hooks, prompts or config changed by an operator action: re-discover and reload at once."""

@@ -67,9 +67,11 @@ class Workspace:
     def read_prompts(self) -> dict[str, str]:
         """Contract stage -> file content, for the files that can be read (missing ones are omitted)."""
         out: dict[str, str] = {}
+        prompts = os.path.join(self.root, "prompts")  # read for every stage: plain os paths are cheaper
         for stage, name in PROMPT_CONTRACT.items():
             try:
-                out[stage] = (self.prompts_dir / name).read_text(encoding="utf-8", errors="replace")
+                with open(os.path.join(prompts, name), encoding="utf-8", errors="replace") as f:
+                    out[stage] = f.read()
             except OSError:
                 continue
         return out

@@ -419,6 +419,7 @@ def test_env_covers_every_field() -> None:
         "EVOLVE_MAX_REQUEST_BYTES": "8",
         "EVOLVE_REVIEW": "gate",
         "EVOLVE_HOOK_PROTOCOLS": '{"a.py": "hcp"}',
+        "EVOLVE_HOOK_WARM_START": "off",
     }
     assert {f"EVOLVE_{name.upper()}" for name in FIELDS} == set(env)
     loaded = load_config(Path("/nonexistent/evolve.jsonc"), env)
@@ -452,6 +453,24 @@ def test_env_boolean(text: str, expected: bool) -> None:
     loaded = load_config(Path("/nonexistent"), {"EVOLVE_HEARTBEAT_SKIP_ACTIVE": text}, base)
     assert loaded.errors == []
     assert loaded.config.heartbeat_skip_active is expected
+
+
+@pytest.mark.parametrize(("text", "expected"), [("0", False), ("off", False), ("on", True), ("1", True)])
+def test_env_turns_warm_starts_off_and_on(text: str, expected: bool) -> None:
+    base = replace(BASE, hook_warm_start=not expected)
+    loaded = load_config(Path("/nonexistent"), {"EVOLVE_HOOK_WARM_START": text}, base)
+    assert loaded.errors == []
+    assert loaded.config.hook_warm_start is expected
+
+
+def test_warm_starts_are_on_by_default_and_a_file_turns_them_off(tmp_path: Path) -> None:
+    assert Config().hook_warm_start is True
+    path = tmp_path / "evolve.jsonc"
+    path.write_text('{"hook_warm_start": false}')
+    assert load_config(path, {}).config.hook_warm_start is False
+    path.write_text('{"hook_warm_start": "no"}')
+    issue = only_error(load_config(path, {}))
+    assert issue.field == "hook_warm_start" and "true or false" in issue.message
 
 
 @pytest.mark.parametrize("text", ["maybe", "", "2", "truthy", "null"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -412,3 +413,68 @@ def test_engine_with_python_hook_uses_stem(tmp_path: Path) -> None:
     engine = run_engine(ws, lambda e: asyncio.sleep(0, e))
     assert engine.registry.registrations["memo.py"].name == "memo"
     assert "memo_x" in engine.registry.hook_tools()
+
+
+# ---------------------------------------------------------------------------------------------
+# Declared stages: a hook is started only for the stages it handles
+
+
+RECORDER = f"""#!{sys.executable}
+import json, sys
+data = json.load(sys.stdin)
+open("ran.log", "a").write(sys.argv[1] + " " + sys.argv[0].rsplit("/", 1)[-1] + "\\n")
+if sys.argv[1] == "discover":
+    print(json.dumps(DISCOVER))
+"""
+
+
+def test_a_hook_that_declares_its_stages_is_started_only_for_those(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    write_file(
+        ws / "hooks" / "declared.py", RECORDER.replace("DISCOVER", repr({"stages": ["mutate_request"]}))
+    )
+    write_file(ws / "hooks" / "every.py", RECORDER.replace("DISCOVER", "{}"))
+    write_file(ws / "hooks" / "bad.py", RECORDER.replace("DISCOVER", repr({"stages": "mutate_request"})))
+    stages = ["tool_before", "tool_after", "observe_message", "mutate_request"]
+
+    async def body(engine: Engine) -> list[list[str]]:
+        (ws / "ran.log").unlink()
+        hooks = []
+        for stage in stages:
+            result = await engine.stages.dispatch(stage, {"session": {"id": "s"}}, session="s")
+            hooks.append(result.hooks)
+        return hooks
+
+    assert run_engine(ws, body) == [["bad.py", "every.py"]] * 3 + [["bad.py", "declared.py", "every.py"]]
+    ran = (ws / "ran.log").read_text().split("\n")
+    assert "tool_before declared.py" not in ran and "mutate_request declared.py" in ran
+
+
+def test_a_bad_stages_list_means_every_stage_with_a_problem(tmp_path: Path) -> None:
+    reg = registration_from(hook_file(), {"stages": "mutate_request"}, None)
+    assert reg.stages is None and reg.handles("tool_before")
+    assert reg.problems == [
+        "discover: 'stages' must be a list of stage names, got 'mutate_request'; every stage"
+    ]
+    reg = registration_from(hook_file(), {"stages": ["idle"]}, None)
+    assert reg.stages == frozenset({"idle"}) and not reg.handles("tool_after") and reg.problems == []
+
+
+def test_the_example_hook_declares_its_stages_and_sits_out_tool_calls(tmp_path: Path) -> None:
+    ws = tmp_path / "ws"
+    shutil.copytree(Path(__file__).resolve().parent.parent / "engine" / "example", ws)
+
+    async def body(engine: Engine) -> tuple[Any, list[str], list[str]]:
+        before = await engine.stages.dispatch(
+            "tool_before", {"session": {"id": "s"}, "tool": "read"}, session="s"
+        )
+        after = await engine.stages.dispatch(
+            "tool_after", {"session": {"id": "s"}, "tool": "read"}, session="s"
+        )
+        return engine.registry.registrations["notes.py"].stages, before.hooks, after.hooks
+
+    stages, before, after = run_engine(ws, body)
+    assert stages is not None
+    assert {"mutate_request", "observe_message", "idle", "heartbeat", "execute_tool"} <= stages
+    assert not stages & {"tool_before", "tool_after"}
+    assert before == after == []  # no process started for a tool call

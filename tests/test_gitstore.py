@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import subprocess
 import sys
 import threading
@@ -374,6 +375,59 @@ def test_dirty_files(tmp_path: Path) -> None:
     assert commit is not None
     assert set(commit.files) == set(files)  # diff --name-only shows a rename by its new name
     assert store.dirty_files() == []
+
+
+CHANGES: dict[str, Callable[[Path], object]] = {
+    "write": lambda ws: (ws / "prompts" / "chat.md").write_text("changed\n"),
+    "create": lambda ws: (ws / "new.txt").write_text("new\n"),
+    "create deep": lambda ws: (ws / "dir" / "sub" / "new.txt").write_text("new\n"),
+    "delete": lambda ws: (ws / "dir" / "sub" / "deep.txt").unlink(),
+    "rename": lambda ws: (ws / "prompts" / "chat.md").rename(ws / "prompts" / "other.md"),
+    "chmod": lambda ws: (ws / "hooks" / "h.sh").chmod(0o700),
+    "keep the time": lambda ws: _write_keeping_mtime(ws / "prompts" / "chat.md"),
+    "mkdir": lambda ws: (ws / "dir" / "empty").mkdir(),
+}
+
+
+def _write_keeping_mtime(path: Path) -> None:
+    before = path.stat()
+    path.write_text("changed, same mtime\n")
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # the change time still moves
+
+
+def untouched_workspace(tmp_path: Path) -> tuple[GitStore, float]:
+    """A committed workspace and a moment after which nothing in it has changed."""
+    ws = make_ws(tmp_path)
+    write_file(ws / "dir" / "sub" / "deep.txt", "deep\n")
+    store = GitStore(ws)
+    store.ensure()
+    time.sleep(0.05)  # file times come from a coarse clock
+    moment = time.time()
+    time.sleep(0.05)
+    return store, moment
+
+
+@pytest.mark.parametrize("change", sorted(CHANGES))
+def test_a_change_after_a_moment_is_seen(tmp_path: Path, change: str) -> None:
+    store, moment = untouched_workspace(tmp_path)
+    assert store.touched_since(moment) is False
+    CHANGES[change](store.root)
+    assert store.touched_since(moment) is True
+
+
+def test_an_untouched_workspace_needs_no_git_to_know(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    store, moment = untouched_workspace(tmp_path)
+    (store.root / "state" / "journal").write_text("the engine's own\n")  # state/ and .git do not count
+    (store.root / ".git" / "scratch").write_text("git's own\n")
+
+    def no_git(*args: Any, **kw: Any) -> str:
+        raise AssertionError("git was run")
+
+    monkeypatch.setattr(store, "_git", no_git)
+    assert store.changed_after(moment) == []
+    monkeypatch.undo()
+    (store.root / "new.txt").write_text("new\n")
+    assert store.changed_after(moment) == ["new.txt"]
 
 
 # ---------------------------------------------------------------------------------------------

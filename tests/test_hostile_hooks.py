@@ -99,6 +99,35 @@ def test_nothing_a_hook_prints_bricks_the_engine(workspace: Path, start: Any) ->
     assert len(engine.get("/v1/runs", limit=500)["runs"]) > 40
 
 
+def test_a_setsid_child_of_a_warm_started_python_hook_dies_with_it(tmp_path: Path, start: Any) -> None:
+    """A Python hook forked from a ready interpreter carries its run's tag too (set in the fork), so
+    what it starts in a session of its own is found and killed at the timeout."""
+    ws = tmp_path / "ws"
+    pidfile = tmp_path / "child.pid"
+    write(
+        ws / "hooks" / "escape.py",
+        f"#!{sys.executable}\n"
+        "import subprocess, sys, time\n"
+        "sys.stdin.read()\n"
+        "if sys.argv[1] == 'discover':\n"
+        "    print('{}')\n"
+        "    sys.exit(0)\n"
+        f"subprocess.Popen(['setsid', 'sh', '-c', 'echo $$ > {pidfile}; exec sleep 300'],"
+        " stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
+        "time.sleep(300)\n",
+    )
+    engine = start(ws, EVOLVE_HOOK_TIMEOUT="3000", EVOLVE_HOOK_WARM_START="1")
+    engine.stage("idle", {}, session="ses_w")  # the first run may start cold while the server starts
+    pidfile.unlink(missing_ok=True)
+    result = engine.stage("idle", {}, session="ses_w")
+    (run,) = result["run_records"]
+    assert run["error"].startswith("timeout after 3000 ms")
+    child = int(
+        wait_for("the child's pid", lambda: pidfile.read_text().strip() if pidfile.exists() else None)
+    )
+    wait_for("the warm hook's setsid child to be killed with it", lambda: not pid_alive(child), timeout=10)
+
+
 def test_a_setsid_child_dies_with_the_timed_out_hook(tmp_path: Path, start: Any) -> None:
     ws = tmp_path / "ws"
     pidfile = tmp_path / "child.pid"

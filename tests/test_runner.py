@@ -1,6 +1,8 @@
 """Tests for engine.runner: one hook process per run.
 
-Every test runs a real script from tmp_path/hooks in a real subprocess.
+Every test runs a real script from tmp_path/hooks in a real subprocess; with warm starts on (the
+test run's --warm-start, tests/conftest.py), every Python hook among them is forked from a ready
+interpreter, and `run_hook` checks that it was.
 """
 
 from __future__ import annotations
@@ -20,11 +22,22 @@ import pytest
 from engine.protocol.records import HookRun, new_id
 from engine.runner import KILL_GRACE_S, STDERR_LIMIT, execute, parse_jsonl
 from tests.support.processes import wait_gone
+from tests.support.warm import WarmLoop
 
 PY = sys.executable  # a real python3; the pyenv shim on PATH is slow to start
 
 
 # --- helpers ---------------------------------------------------------------------------------
+
+WARM: WarmLoop | None = None  # the test run's ready interpreters, when it has warm starts on
+
+
+@pytest.fixture(autouse=True)
+def _warm_starts(warm_loop: WarmLoop | None) -> Any:
+    global WARM
+    WARM = warm_loop
+    yield
+    WARM = None
 
 
 @pytest.fixture
@@ -63,20 +76,23 @@ def run_hook(
         input={"hook": stage} if data is None else data,
     )
 
+    where = cwd or path.parent.parent
+
     async def main() -> HookRun:
-        return await asyncio.wait_for(
+        warm = WARM.warm if WARM is not None else None
+        ready = warm is not None and await warm.prepare(str(path), cwd=str(where), env=env)
+        before = warm.warm_runs if warm is not None else 0
+        await asyncio.wait_for(
             execute(
-                run,
-                path,
-                cwd=cwd or path.parent.parent,
-                timeout_ms=timeout_ms,
-                stdout_limit=stdout_limit,
-                env=env,
+                run, path, cwd=where, timeout_ms=timeout_ms, stdout_limit=stdout_limit, env=env, warm=warm
             ),
             hard_limit_s,
         )
+        if ready:
+            assert warm is not None and warm.warm_runs == before + 1, f"{path.name} did not start warm"
+        return run
 
-    return asyncio.run(main())
+    return WARM.run(main()) if WARM is not None else asyncio.run(main())
 
 
 def timed(fn: Any, *args: Any, **kw: Any) -> tuple[HookRun, float]:

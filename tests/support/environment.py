@@ -16,19 +16,25 @@ EVOLVE = [sys.executable, "-m", "engine"]
 
 SETTINGS = ("EVOLVE_", "OPENCODE_")
 ISOLATED = (*SETTINGS, "GIT_", "TEXTUAL_", "XDG_")
+# The test run's own switch (tests/conftest.py, --warm-start): every engine under test gets it.
+TEST_RUN = ("EVOLVE_HOOK_WARM_START",)
+
+
+def _setting(name: str) -> bool:
+    return name.startswith(SETTINGS) and name not in TEST_RUN
 
 
 def without_settings(base: Mapping[str, str] | None = None) -> dict[str, str]:
     """`base` (the process's environment) without EVOLVE_* and OPENCODE_* variables, which would point
-    opencode or evolve at another workspace or engine."""
-    return {k: v for k, v in (os.environ if base is None else base).items() if not k.startswith(SETTINGS)}
+    opencode or evolve at another workspace or engine (but with the test run's own switches)."""
+    return {k: v for k, v in (os.environ if base is None else base).items() if not _setting(k)}
 
 
 def isolated_env(home: Path, *, drop: tuple[str, ...] = (), **extra: str) -> dict[str, str]:
     """The environment with HOME at `home` (created), an empty global git config, no system git config,
     and no EVOLVE_*, OPENCODE_*, GIT_*, TEXTUAL_*, XDG_* variables (nor those starting with a prefix in
-    `drop`); `extra` is set last."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(ISOLATED + drop)}
+    `drop`) but the test run's own switches; `extra` is set last."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ISOLATED + drop) or k in TEST_RUN}
     home.mkdir(parents=True, exist_ok=True)
     gitconfig = home / "empty.gitconfig"
     gitconfig.touch()
