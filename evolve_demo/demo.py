@@ -35,7 +35,7 @@ from engine.protocol.announcement import Announcement
 
 from . import opencode_setup
 from .scripted_model import MockLLM
-from .story import OPENING, Story
+from .story import BAD_RULE, OPENING, Story
 
 MODEL_PROVIDER = "scripted"
 MODEL_ID = "demo"
@@ -55,7 +55,8 @@ DEMO_CONFIG = """\
 """
 
 Say = Callable[[str, str], None]
-"""How the demo tells the person something: (message, severity: information|warning)."""
+"""How the demo tells the person something: (message, severity: information, warning, or fixed: the
+warning before was acted on, and goes)."""
 
 
 class DemoError(RuntimeError):
@@ -273,6 +274,21 @@ class Demo:
             "heartbeat forget unpinned notes. Find it in 5 Self-modifications and revert it (r).",
             "warning",
         )
+        threading.Thread(target=self._watch_for_the_fix, name="evolve-demo-fix", daemon=True).start()
+
+    def _watch_for_the_fix(self) -> None:
+        """Once the bad rule is gone from the hook (the operator reverted the edit), say so, so that
+        the warning does not stay on screen as if nothing had been done."""
+        hook = self.workspace / "hooks" / "notes.py"
+        while not self.stopping.wait(1.0):
+            with contextlib.suppress(OSError):
+                if BAD_RULE not in hook.read_text(encoding="utf-8"):
+                    self.say(
+                        "Done: hooks/notes.py no longer tells the heartbeat to forget notes. The sessions "
+                        "you refreshed compose their prompt anew; the agent was told of the revert.",
+                        "fixed",
+                    )
+                    return
 
     # ---- stop -----------------------------------------------------------------------------------------
 
@@ -346,6 +362,10 @@ def run(options: DemoOptions) -> int:
             deadline = time.monotonic() + 60
             while not console.is_running and time.monotonic() < deadline:
                 time.sleep(0.1)
+            if severity == "fixed":  # the warning about the bad edit has been acted on: it goes
+                with contextlib.suppress(RuntimeError):
+                    console.call_from_thread(console.clear_notifications)
+                severity = "information"
             with contextlib.suppress(RuntimeError):  # the console has closed already
                 console.call_from_thread(
                     console.notify,

@@ -109,6 +109,11 @@ def test_the_operator_finds_and_reverts_the_bad_hook_edit(
     commit = wait_for("the revert commit", reverted, timeout=60)
     assert "revert: edit hook notes.py" in commit and "Evolve-Origin: operator" in commit
     assert story.BAD_RULE not in (ws / "hooks" / "notes.py").read_text()
+    # The warning goes once it was acted on, and the demo says what the revert did.
+    term.wait_for(
+        "the demo's word that it is fixed", lambda s: "Done: hooks/notes.py no longer" in s, timeout=30
+    )
+    assert "passed its test, but" not in term.screen()
 
     # q: the console closes and the demo stops opencode, the engine and the scripted model.
     engine = announcement(ws)
