@@ -149,25 +149,27 @@ class Changes:
 
     def impact(self, rev: str) -> dict[str, Any]:
         """What reverting a change would touch: the sessions whose frozen system prompt was composed
-        while this version was installed (they keep sending it until refreshed), and the later
-        commits that touch the same files (a revert of this one alone may conflict with them)."""
+        while this version was installed (they keep sending it until refreshed), the later commits
+        that touch the same files (a revert of this one alone may conflict with them), and the
+        sessions frozen while one of those later versions was installed (a revert together undoes
+        those versions too)."""
         change = self.change(rev)
         later = self._git.later_commits(change.sha, change.files)
         by_sha = {c.sha: c for c in self.history(1000)}
         since = installed_at(change)
         until = min((installed_at(by_sha[s]) for s in later if s in by_sha), default=None)
-        affected = [
+        frozen = [
             s
             for s in self._sessions()
-            if s.system is not None
-            and s.frozen_at is not None
-            and s.frozen_at >= since
-            and (until is None or s.frozen_at < until)
+            if s.system is not None and s.frozen_at is not None and s.frozen_at >= since
         ]
+        affected = [s for s in frozen if until is None or (s.frozen_at or 0.0) < until]
+        listed = {s.id for s in affected}
         return {
             "sha": change.sha,
             "sessions": [replace(s, history=None).to_dict() for s in affected],
             "later": [by_sha[s].to_dict() if s in by_sha else {"sha": s} for s in later],
+            "later_sessions": [replace(s, history=None).to_dict() for s in frozen if s.id not in listed],
         }
 
     def diff(self, rev: str) -> dict[str, Any]:

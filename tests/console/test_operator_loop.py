@@ -927,3 +927,53 @@ def test_a_conflicting_revert_names_the_later_change_and_together_reverts_both_i
     assert engine.git("rev-parse", f"{revert}~1").strip() == second, "one new commit"
     assert f"Evolve-Reverts: {second} {first}" in trailers(engine, revert)
     assert chat.read_text(encoding="utf-8") == original
+
+
+def test_reverting_together_offers_to_refresh_the_sessions_frozen_under_the_later_changes(
+    engine: EngineProcess,
+) -> None:
+    shim = Shim(engine)
+    shim.open_session("ses_twoedits01", "Two edits")
+    shim.open_session("ses_underfirst", "Under the first")
+    shim.open_session("ses_undersecnd", "Under the second")
+    first = shim.edit_prompt(
+        "Answer plainly and briefly.", "Answer briefly.", session="ses_twoedits01", call_id="c1"
+    )["commit"]
+    shim.request("ses_underfirst")
+    second = shim.edit_prompt(
+        "Answer briefly.", "Answer in one line.", session="ses_twoedits01", call_id="c2"
+    )["commit"]
+    under_second = shim.request("ses_undersecnd")["system"]
+    assert "Answer in one line." in "".join(under_second)
+
+    async def scenario(app: EvolveConsole, pilot: Pilot[Any], seen: list[Message]) -> None:
+        await pilot.press("5")
+        changes = table(app, "changes")
+        await wait_until(pilot, lambda: second in changes.rows, "both edits")
+        await select_row(pilot, changes, first)
+        await pilot.press("r")
+        screen = await open_dialog(pilot, RevertScreen, "the revert dialog")
+        listed = screen.query_one("#refresh", SelectionList)
+        assert listed.selected == ["ses_underfirst"], "alone, it touches the sessions frozen under it"
+        together = screen.query_one("#together", Checkbox)
+        together.focus()
+        await pilot.press("space")
+        # Together, the later change goes too: the sessions frozen under it keep sending it.
+        await wait_until(
+            pilot,
+            lambda: sorted(listed.selected) == ["ses_underfirst", "ses_undersecnd"],
+            lambda: f"both sessions listed and checked (listed: {listed.selected})",
+        )
+        await pilot.press("space")
+        await wait_until(pilot, lambda: listed.selected == ["ses_underfirst"], "the later one gone again")
+        await pilot.press("space")
+        await wait_until(pilot, lambda: len(listed.selected) == 2, "and back")
+        await pilot.press("y")
+        await wait_until(pilot, lambda: engine.head() != second, "the revert commit")
+
+    run_console(engine, scenario)
+    assert f"Evolve-Reverts: {second} {first}" in trailers(engine, engine.head())
+    for session in ("ses_underfirst", "ses_undersecnd"):
+        assert engine.get(f"/v1/sessions/{session}")["system"] is None, f"{session} refreshed"
+    again = "".join(shim.request("ses_undersecnd")["system"])
+    assert "Answer plainly and briefly." in again and "Answer in one line." not in again
