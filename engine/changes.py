@@ -210,9 +210,12 @@ class Changes:
         note = f"approved by {who} at {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}"
         await asyncio.to_thread(self._git.add_review, change.sha, note)
         self._bus.publish(ReviewRecorded(change.sha, note))
+        # Approving a reverted change records a judgement; the change stays undone, and the agent
+        # must not take the approval for its return.
+        still = f"; it stays reverted by {change.reverted_by[:10]}" if change.reverted_by else ""
         await self._tell_author(
             change.provenance,
-            f'The operator approved your change "{change.subject}" ({change.sha[:10]}).',
+            f'The operator approved your change "{change.subject}" ({change.sha[:10]}){still}.',
             change.sha,
         )
         return {"sha": change.sha, "review": note}

@@ -753,7 +753,21 @@ def test_review_states_read_distinctly_and_n_shows_only_what_needs_review(engine
         assert note(engine, REVIEW, to_revert) == ""
         assert cell_text(changes, to_revert, "review") == f"reverted by {revert[:7]}"
 
+        # y approves: noted, still reverted, and the agent is not led to think its change is back.
+        await pilot.press("a")
+        await open_dialog(pilot, ConfirmScreen, "the question again")
+        await pilot.press("y")
+        await wait_until(pilot, lambda: note(engine, REVIEW, to_revert), "the approval note")
+        await settle(pilot)
+        assert cell_text(changes, to_revert, "review") == f"reverted by {revert[:7]}"
+        assert changes_by_sha(engine)[to_revert]["state"] == "reverted"
+
     run_console(engine, scenario)
+    told = [n["text"] for n in engine.get("/v1/sessions/ses_states0001")["notifications"]]
+    assert (
+        f'The operator approved your change "edit prompt heartbeat.md" ({to_revert[:10]}); '
+        f"it stays reverted by {engine.head()[:10]}."
+    ) in told[-1], told
 
 
 # ---- 7. reject with a reason; the agent is told ------------------------------------------------------
