@@ -22,6 +22,7 @@ from textual.message import Message
 from textual.pilot import Pilot
 from textual.widgets import Checkbox, SelectionList
 
+from engine.notifier import wrap
 from evolve_console.app import EvolveConsole
 from evolve_console.detail import DetailPane
 from evolve_console.diffview import DiffView
@@ -552,6 +553,14 @@ def test_sessions_view_shows_the_prompt_as_sent_tools_offered_messages_and_notif
                 {"type": "text", "text": answer},
             ],
         },
+        {
+            "info": {"role": "user", "id": "msg_u2"},
+            "parts": [{"type": "text", "text": wrap("- notes: 3 notes kept"), "synthetic": True}],
+        },
+        {
+            "info": {"role": "user", "id": "msg_u3"},
+            "parts": [{"type": "text", "text": "[heartbeat] Tidy your notes.", "synthetic": True}],
+        },
     ]
     sent = shim.request(session, turn="msg_u1", history=history, tools=[t["name"] for t in offered])
     assert sent["reason"] == "frozen"
@@ -588,7 +597,9 @@ def test_sessions_view_shows_the_prompt_as_sent_tools_offered_messages_and_notif
             in messages
         )
         assert answer in messages
-        assert "messages (2)" in pane.plain and "in 2 messages" in pane.plain
+        assert "──── notification (to the agent) · " in messages and "notes: 3 notes kept" in messages
+        assert "──── user (sent by evolve) · " in messages and "[heartbeat] Tidy your notes." in messages
+        assert "messages (4)" in pane.plain and "in 4 messages" in pane.plain
         assert f"about {edit['commit'][:10]}" in pane.bodies["notifications"]
         assert "The operator approved your change" in pane.bodies["notifications"]
 
@@ -635,6 +646,12 @@ def test_a_held_change_counts_as_pending_rings_the_bell_and_raises_a_toast(
         assert toast == ("warning", "", "a change awaits your review: edit prompt chat.md (prompts/chat.md)")
         await settle(pilot)
         assert rings == ([1] if bell else [])
+        (pending,) = engine.get("/v1/changes")["pending"]
+        await pilot.press("6")  # the call that made it: held, naming the change
+        tools = table(app, "tools")
+        await wait_until(pilot, lambda: held["id"] in tools.rows, "the call")
+        assert cell_text(tools, held["id"], "result") == "held"
+        assert cell_text(tools, held["id"], "commit") == pending["id"]
 
     run_console(engine, scenario, bell=bell)
     assert [p["status"] for p in engine.get("/v1/changes")["pending"]] == ["pending"]
