@@ -1,4 +1,4 @@
-"""Snapshots of the console's five views, against a real engine serving fixed data.
+"""Snapshots of the console's six views and the turn screen, against a real engine serving fixed data.
 
 Everything the screen shows is fixed before the engine starts: the journal (hook runs, stage
 dispatches, sessions, tool calls) is written with `engine.journal.Journal` from records with fixed
