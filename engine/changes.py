@@ -149,25 +149,27 @@ class Changes:
 
     def impact(self, rev: str) -> dict[str, Any]:
         """What reverting a change would touch: the sessions whose frozen system prompt was composed
-        while this version was installed (they keep sending it until refreshed), and the later
-        commits that touch the same files (a revert of this one alone may conflict with them)."""
+        while this version was installed (they keep sending it until refreshed), the later commits
+        that touch the same files (a revert of this one alone may conflict with them), and the
+        sessions frozen while one of those later versions was installed (a revert together undoes
+        those versions too)."""
         change = self.change(rev)
         later = self._git.later_commits(change.sha, change.files)
         by_sha = {c.sha: c for c in self.history(1000)}
         since = installed_at(change)
         until = min((installed_at(by_sha[s]) for s in later if s in by_sha), default=None)
-        affected = [
+        frozen = [
             s
             for s in self._sessions()
-            if s.system is not None
-            and s.frozen_at is not None
-            and s.frozen_at >= since
-            and (until is None or s.frozen_at < until)
+            if s.system is not None and s.frozen_at is not None and s.frozen_at >= since
         ]
+        affected = [s for s in frozen if until is None or (s.frozen_at or 0.0) < until]
+        listed = {s.id for s in affected}
         return {
             "sha": change.sha,
             "sessions": [replace(s, history=None).to_dict() for s in affected],
             "later": [by_sha[s].to_dict() if s in by_sha else {"sha": s} for s in later],
+            "later_sessions": [replace(s, history=None).to_dict() for s in frozen if s.id not in listed],
         }
 
     def diff(self, rev: str) -> dict[str, Any]:
@@ -208,9 +210,12 @@ class Changes:
         note = f"approved by {who} at {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}"
         await asyncio.to_thread(self._git.add_review, change.sha, note)
         self._bus.publish(ReviewRecorded(change.sha, note))
+        # Approving a reverted change records a judgement; the change stays undone, and the agent
+        # must not take the approval for its return.
+        still = f"; it stays reverted by {change.reverted_by[:10]}" if change.reverted_by else ""
         await self._tell_author(
             change.provenance,
-            f'The operator approved your change "{change.subject}" ({change.sha[:10]}).',
+            f'The operator approved your change "{change.subject}" ({change.sha[:10]}){still}.',
             change.sha,
         )
         return {"sha": change.sha, "review": note}

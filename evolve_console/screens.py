@@ -229,6 +229,22 @@ class RevertScreen(ModalScreen[RevertChoice | None]):
         self.impact = impact
         self.namer = namer
 
+    def _selection(self, session: dict[str, Any]) -> Selection[str]:
+        sid = str(session["id"])
+        return Selection(f"{self.namer(sid)}  ({sid}, agent {session.get('agent') or '-'})", sid, True)
+
+    def _refresh_text(self, together: bool) -> Text:
+        count = len(self.impact.get("sessions") or [])
+        if together:
+            count += len(self.impact.get("later_sessions") or [])
+        if not count:
+            return Text("No session froze its system prompt while this version was installed.")
+        versions = "this version or a later one reverted with it" if together else "this version"
+        return Text(
+            f"{count} session(s) froze their system prompt while {versions} was installed and keep "
+            "sending it. Refresh the checked ones (their next request composes the prompt anew):"
+        )
+
     def compose(self) -> ComposeResult:
         sessions = self.impact.get("sessions") or []
         later = self.impact.get("later") or []
@@ -241,27 +257,11 @@ class RevertScreen(ModalScreen[RevertChoice | None]):
                 ),
                 id="detail",
             )
-            if sessions:
-                yield Static(
-                    Text(
-                        f"{len(sessions)} session(s) froze their system prompt while this version was "
-                        "installed and keep sending it. Refresh the checked ones (their next request "
-                        "composes the prompt anew):"
-                    )
-                )
-                yield SelectionList[str](
-                    *[
-                        Selection(
-                            f"{self.namer(s['id'])}  ({s['id']}, agent {s.get('agent') or '-'})",
-                            s["id"],
-                            True,
-                        )
-                        for s in sessions
-                    ],
-                    id="refresh",
-                )
-            else:
-                yield Static(Text("No session froze its system prompt while this version was installed."))
+            yield Static(self._refresh_text(False), id="refresh-note")
+            listed = SelectionList[str](*[self._selection(s) for s in sessions], id="refresh")
+            # Empty until "together" adds the sessions frozen under the later versions.
+            listed.display = bool(sessions)
+            yield listed
             if later:
                 yield Static(
                     Text(
@@ -276,9 +276,24 @@ class RevertScreen(ModalScreen[RevertChoice | None]):
                 yield Button("Revert (y)", variant="error", id="yes")
                 yield Button("Cancel", id="no")
 
+    @on(Checkbox.Changed, "#together")
+    def together_changed(self, event: Checkbox.Changed) -> None:
+        """Reverting the later changes too also touches the sessions frozen under them: list them
+        (checked), or take them off the list again."""
+        listed = self.query_one("#refresh", SelectionList)
+        for session in self.impact.get("later_sessions") or []:
+            sid = str(session["id"])
+            shown = [i for i in range(listed.option_count) if listed.get_option_at_index(i).value == sid]
+            if event.value and not shown:
+                listed.add_option(self._selection(session))
+            elif not event.value and shown:
+                listed.remove_option_at_index(shown[0])
+        listed.display = listed.option_count > 0
+        self.query_one("#refresh-note", Static).update(self._refresh_text(event.value))
+
     @on(Button.Pressed, "#yes")
     def action_confirm(self) -> None:
-        refresh = list(self.query_one("#refresh", SelectionList).selected) if self.query("#refresh") else []
+        refresh = list(self.query_one("#refresh", SelectionList).selected)
         together = self.query_one("#together", Checkbox).value if self.query("#together") else False
         self.dismiss(RevertChoice([str(s) for s in refresh], together))
 

@@ -204,6 +204,8 @@ def test_impact_lists_sessions_frozen_under_that_version_and_later_changes(ws: P
         impact = engine.changes.impact(str(first.commit))
         assert [s["id"] for s in impact["sessions"]] == ["ses_during"]
         assert [c["sha"] for c in impact["later"]] == [second.commit]
+        # Frozen under the later version: a revert together undoes that one too.
+        assert [s["id"] for s in impact["later_sessions"]] == ["ses_after"]
 
     with_engine(ws, body)
 

@@ -1,10 +1,11 @@
-"""Snapshots of the console's five views, against a real engine serving fixed data.
+"""Snapshots of the console's six views and the turn screen, against a real engine serving fixed data.
 
 Everything the screen shows is fixed before the engine starts: the journal (hook runs, stage
-dispatches, sessions) is written with `engine.journal.Journal` from records with fixed ids, times
-and durations; the git history is made with fixed content, author and dates (and a fixed review
-note); the heartbeat's last tick and a pending change are fixed files in state/. The workspace has
-no hooks, so the engine records nothing of its own. The console's clock is frozen.
+dispatches, sessions, tool calls) is written with `engine.journal.Journal` from records with fixed
+ids, times and durations; the git history is made with fixed content, author and dates (and a fixed
+review note and provenance note); the heartbeat's last tick and a pending change are fixed files in
+state/. The workspace has no hooks, so the engine records nothing of its own. The console's clock is
+frozen.
 
 What still varies from run to run is normalised:
 - the connection bar's engine URL (port), pid and workspace path: replaced before rendering by
@@ -26,7 +27,7 @@ import hashlib
 import json
 import os
 import re
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -38,13 +39,15 @@ from textual.widgets import Input, TextArea
 
 import evolve_console.app
 from engine.journal import Journal
-from engine.protocol.records import HookRun, PendingChange, StageResult
+from engine.protocol.records import Evidence, HookRun, PendingChange, Provenance, StageResult, ToolCall
+from engine.provenance import PROVENANCE_REF, encode
 from evolve_console.app import EvolveConsole
 from evolve_console.client import Target
 from evolve_console.detail import DetailPane
 from evolve_console.diffview import DiffView
 from evolve_console.table import KeyedTable
-from tests.console.conftest import connected, make_isolated_env, settle, wait_until
+from evolve_console.turn import TurnScreen
+from tests.console.conftest import connected, make_isolated_env, row_keys, select_row, settle, wait_until
 from tests.support.engine_process import EngineProcess
 from tests.support.environment import run_git
 
@@ -90,7 +93,37 @@ def commit(ws: Path, env: dict[str, str], minutes: float, message: str, trailers
     return run_git(ws, "rev-parse", "HEAD", env=dated).strip()
 
 
-def build_git_history(ws: Path, env: dict[str, str]) -> None:
+# The turn in which the agent of "Weekly plan" edited its chat prompt.
+SAID = "You asked for shorter answers: I will change my chat prompt so that I answer tersely."
+THOUGHT = "The prompt says 'plainly and briefly'; 'tersely' is closer to what they asked for."
+EDIT_ARGS = {"prompt": "chat.md", "oldString": "plainly and briefly", "newString": "tersely"}
+HISTORY = [
+    {"role": "user", "parts": [{"type": "text", "text": "Keep your answers shorter from now on."}]},
+    {
+        "role": "assistant",
+        "agent": "build",
+        "parts": [
+            {"type": "reasoning", "text": THOUGHT},
+            {"type": "text", "text": SAID},
+            {
+                "type": "tool",
+                "tool": "evolve_prompt_edit",
+                "callID": "call_0001",
+                "state": {"status": "completed", "input": EDIT_ARGS, "output": "successfully edited chat.md"},
+            },
+        ],
+    },
+    {
+        "role": "assistant",
+        "agent": "build",
+        "parts": [{"type": "text", "text": "Done: I answer tersely now."}],
+    },
+    {"role": "user", "parts": [{"type": "text", "text": "(a later message, after the call)"}]},
+]
+
+
+def build_git_history(ws: Path, env: dict[str, str]) -> str:
+    """The workspace's history; returns the sha of the agent's edit."""
     env = {
         **env,
         "GIT_AUTHOR_NAME": "evolve",
@@ -146,6 +179,27 @@ def build_git_history(ws: Path, env: dict[str, str]) -> None:
         edit,
         env={**env, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date},
     )
+    provenance = Provenance(
+        tool="evolve_prompt_edit",
+        args=EDIT_ARGS,
+        session="ses_chat_0001",
+        session_title="Weekly plan",
+        call_id="call_0001",
+        agent_text=SAID,
+        reasoning=THOUGHT,
+        at=at(11.5),
+    )
+    run_git(
+        ws,
+        "notes",
+        f"--ref={PROVENANCE_REF}",
+        "add",
+        "-m",
+        encode(provenance),
+        edit,
+        env={**env, "GIT_AUTHOR_DATE": date, "GIT_COMMITTER_DATE": date},
+    )
+    return edit
 
 
 def run(n: int, minutes: float, stage: str, hook: str, dispatch: str, **fields: Any) -> HookRun:
@@ -161,7 +215,97 @@ def run(n: int, minutes: float, stage: str, hook: str, dispatch: str, **fields: 
     )
 
 
-def build_journal(ws: Path) -> None:
+def tool_calls(edit: str) -> list[ToolCall]:
+    """The tool calls: one per result a call can have (ok, denied, held, failed)."""
+    chat, later = "ses_chat_0001", "ses_chat_0002"
+    return [
+        ToolCall(
+            id="tc_0001",
+            tool="evolve_prompt_edit",
+            args=EDIT_ARGS,
+            started_at=at(11.5),
+            session=chat,
+            call_id="call_0001",
+            output="successfully edited chat.md",
+            commit=edit,
+            duration_ms=212.0,
+            permission="allowed by opencode",
+            context={"text": SAID, "reasoning": THOUGHT},
+            turn="msg_0001",
+        ),
+        ToolCall(
+            id="tc_0002",
+            tool="notes_add",
+            args={"text": "call the bank", "priority": "high"},
+            started_at=at(11.75),
+            session=chat,
+            call_id="call_0003",
+            output="permission denied: The user rejected permission to use this specific tool call.",
+            error="permission denied: The user rejected permission to use this specific tool call.",
+            duration_ms=3.0,
+            permission="denied by opencode",
+            turn="msg_0001",
+        ),
+        ToolCall(
+            id="tc_0003",
+            tool="notes_list",
+            args={},
+            started_at=at(151.2),
+            session=later,
+            call_id="call_0004",
+            output="1. [pin] the person prefers short answers\n2. [high] release on Friday",
+            duration_ms=96.0,
+            permission="not asked",
+        ),
+        ToolCall(
+            id="tc_0004",
+            tool="evolve_prompt_edit",
+            args={"prompt": "preamble.md", "oldString": "over time.", "newString": "over time.\nKeep..."},
+            started_at=at(152),
+            session=later,
+            call_id="call_0002",
+            output=(
+                "prompts/preamble.md: the change passed validation and awaits review by the operator "
+                "(pending change chg_0001); it takes effect only once approved"
+            ),
+            pending="chg_0001",
+            duration_ms=35.0,
+            permission="allowed by opencode",
+        ),
+        ToolCall(
+            id="tc_0005",
+            tool="evolve_hook_edit",
+            args={"hook": "notes.py", "oldString": '"optional": True}', "newString": '"optional": "yes"}'},
+            started_at=at(153),
+            session=later,
+            call_id="call_0005",
+            output=(
+                "validation failed:\nFAIL discover: tool list parameter tag: optional must be true or false\n"
+                "notes_test: 4 checks, 1 failed"
+            ),
+            error="validation failed:",
+            duration_ms=2630.0,
+            permission="allowed by opencode",
+            context={"text": "The tag filter should say it is optional in words.", "reasoning": ""},
+            validation=Evidence(
+                test="notes_test.py",
+                command="tests/notes_test.py",
+                ok=False,
+                exit_code=1,
+                duration_ms=2512.0,
+                output_tail=(
+                    "FAIL discover: tool list parameter tag: optional must be true or false\n"
+                    "notes_test: 4 checks, 1 failed"
+                ),
+                passed=3,
+                failed=1,
+                total=4,
+            ),
+        ),
+    ]
+
+
+def build_journal(ws: Path, edit: str) -> None:
     chat, beat = "ses_chat_0001", "ses_heartbeat"
     runs = [
         run(
@@ -294,6 +438,7 @@ def build_journal(ws: Path) -> None:
             [],
             False,
             101.0,
+            turn="msg_0001",
         ),
         StageResult(
             "dsp_0002",
@@ -307,6 +452,7 @@ def build_journal(ws: Path) -> None:
             ["guard.sh"],
             False,
             113.0,
+            turn="msg_0001",
         ),
         StageResult(
             "dsp_0003",
@@ -320,6 +466,7 @@ def build_journal(ws: Path) -> None:
             [],
             False,
             64.0,
+            turn="msg_0001",
         ),
         StageResult(
             "dsp_0004",
@@ -366,6 +513,8 @@ def build_journal(ws: Path) -> None:
             journal.record_run(r)
         for d in dispatches:
             journal.record_dispatch(d)
+        for c in tool_calls(edit):
+            journal.record_tool_call(c)
         journal.flush()
         model = {"providerID": "anthropic", "modelID": "claude-sonnet-4"}
         journal.save_session(
@@ -376,6 +525,7 @@ def build_journal(ws: Path) -> None:
             model=model,
             created_at=at(9),
             title="Weekly plan",
+            history=HISTORY,
         )
         journal.save_session(
             beat,
@@ -436,9 +586,9 @@ def fixed_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EnginePro
     env = make_isolated_env(base / "home")
     ws = base / "ws"
     ws.mkdir()
-    build_git_history(ws, env)
+    edit = build_git_history(ws, env)
     (ws / "state").mkdir()
-    build_journal(ws)
+    build_journal(ws, edit)
     build_state(ws)
     engine = EngineProcess(ws, env, base / "engine.log")
     engine.start()
@@ -486,9 +636,13 @@ def detail_loaded(app: EvolveConsole, pane: str, placeholder: str) -> bool:
     return widget.head.plain != placeholder
 
 
-async def screenshot(engine: EngineProcess, key: str) -> str:
-    """Start the console, wait for every view's detail pane, show the view `key`, and return the
-    screenshot once two consecutive ones (a few event batches apart) are identical."""
+Then = Callable[[EvolveConsole, Pilot[Any]], Awaitable[None]]
+
+
+async def screenshot(engine: EngineProcess, key: str, then: Then | None = None) -> str:
+    """Start the console, wait for every view's detail pane, show the view `key` (and do `then`
+    there), and return the screenshot once two consecutive ones (a few event batches apart) are
+    identical."""
     app = SnapshotConsole(engine.target)
     async with app.run_test(size=SIZE) as pilot:
         await connected(pilot)
@@ -511,6 +665,8 @@ async def screenshot(engine: EngineProcess, key: str) -> str:
         await pilot.resize_terminal(*SIZE)
         await wait_until(pilot, lambda: runs.size.width == wide, "the runs table to widen again")
         await pilot.press(key)
+        if then is not None:
+            await then(app, pilot)
         return await stable_screenshot(app, pilot)
 
 
@@ -576,7 +732,7 @@ def textual_defaults() -> None:
         )
 
 
-VIEWS = {"runs": "1", "stages": "2", "sessions": "3", "heartbeat": "4", "changes": "5"}
+VIEWS = {"runs": "1", "stages": "2", "sessions": "3", "heartbeat": "4", "changes": "5", "tools": "6"}
 
 
 @pytest.mark.parametrize("view", list(VIEWS))
@@ -584,6 +740,24 @@ def test_view_snapshot(view: str, fixed_engine: EngineProcess, tmp_path: Path) -
     svg = asyncio.run(screenshot(fixed_engine, VIEWS[view]))
     assert "http://127.0.0.1:8765 · pid 4242" in svg.replace("&#160;", " ")
     assert_snapshot(view, svg, tmp_path)
+
+
+def test_turn_screen_snapshot(fixed_engine: EngineProcess, tmp_path: Path) -> None:
+    """Enter on the agent's edit of its chat prompt: the turn that made it."""
+
+    async def open_turn(app: EvolveConsole, pilot: Pilot[Any]) -> None:
+        changes = app.query_one("#changes-table", KeyedTable)
+        (edit,) = [
+            k for k in row_keys(changes) if str(changes.get_cell(k, "change")) == "edit prompt chat.md"
+        ]
+        await select_row(pilot, changes, edit)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: isinstance(app.screen, TurnScreen), "the turn screen")
+
+    svg = asyncio.run(screenshot(fixed_engine, "5", open_turn))
+    text = " ".join(text_lines(svg))
+    assert "the turn that made “edit prompt chat.md”" in text and "5 hook runs in that turn" in text, text
+    assert_snapshot("turn", svg, tmp_path)
 
 
 def test_table_columns_fit_rows_drawn_early() -> None:
