@@ -203,7 +203,7 @@ class Bridge:
         hcp: dict[str, Any] = {
             "session": {"id": session},
             "system": "\n".join(system),
-            "user": last_user_text(known.history),
+            "user": last_user_text(self._sessions.history(session)),
             "model": model_name(model) or model_name(known.model),
         }
         if tools is not None:

@@ -3,7 +3,9 @@ frozen system prompt, history, the notifications it received and the connection 
 
 All of it is kept in the journal, so a restarted engine knows what the old one knew. Each change is
 published (`session` events) at once; the journal is written shortly after, coalesced, because a
-history is replaced on every LLM request and can be large.
+history is replaced on every LLM request and can be large. For the same reason only the histories of
+the most recently active sessions (HISTORIES_KEPT) stay in memory; the others are read back from the
+journal when asked for.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from .protocol.records import Delivered, SessionChanged, SessionInfo
 
 log = logging.getLogger("evolve.sessions")
 FLUSH_DELAY_S = 0.5  # how long changes gather before they are written to the journal
+HISTORIES_KEPT = 64  # sessions whose history stays in memory (the most recently active)
 
 
 @dataclass
@@ -34,7 +37,9 @@ class Session:
     busy: bool = False
     tokens: int | None = None
     connection: str | None = None
-    history: list[Any] = field(default_factory=list)
+    # None: not in memory (it is in the journal: SessionStore.history reads it back)
+    history: list[Any] | None = field(default_factory=list)
+    history_length: int = 0
     notifications: list[Delivered] = field(default_factory=list)
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
@@ -53,8 +58,8 @@ class Session:
             connection=self.connection,
             created_at=self.created_at,
             updated_at=self.updated_at,
-            history_length=len(self.history),
-            history=list(self.history) if with_history else None,
+            history_length=self.history_length,
+            history=list(self.history or []) if with_history else None,
         )
 
     @classmethod
@@ -71,6 +76,7 @@ class Session:
             tokens=info.tokens,
             connection=info.connection,
             history=list(row.get("history") or []),
+            history_length=len(row.get("history") or []),
             notifications=info.notifications,
             created_at=info.created_at or row.get("updated_at") or time.time(),
             updated_at=row.get("updated_at") or time.time(),
@@ -89,6 +95,7 @@ class SessionStore:
                 if not row.get("deleted"):
                     session = Session.from_row(row)
                     self._sessions[session.id] = session
+            self._trim_histories()
 
     # ---- reading ----------------------------------------------------------------------------
 
@@ -104,7 +111,22 @@ class SessionStore:
 
     def history(self, session_id: str) -> list[Any]:
         session = self._sessions.get(session_id)
-        return session.history if session else []
+        if session is None:
+            return []
+        if session.history is None:  # read back from the journal, and kept while it is active
+            row = self._journal.session(session_id) if self._journal is not None else None
+            session.history = list((row or {}).get("history") or [])
+            session.history_length = len(session.history)
+            self._trim_histories(keep=session_id)
+        return session.history
+
+    def info(self, session_id: str, with_history: bool = False) -> SessionInfo | None:
+        session = self._sessions.get(session_id)
+        if session is None:
+            return None
+        if with_history:
+            self.history(session_id)
+        return session.info(with_history)
 
     # ---- changing ---------------------------------------------------------------------------
 
@@ -153,8 +175,23 @@ class SessionStore:
         session = self.get(session_id)
         if history != session.history:
             session.history = history
+            session.history_length = len(history)
             session.updated_at = time.time()
             self._mark(session)  # persisted, not announced: the history is fetched when looked at
+            self._trim_histories(keep=session_id)
+
+    def _trim_histories(self, keep: str | None = None) -> None:
+        """Drop from memory the histories of all but the HISTORIES_KEPT most recently active sessions
+        (they are in the journal). A history not written yet stays."""
+        if self._journal is None:
+            return
+        held = [s for s in self._sessions.values() if s.history is not None]
+        if len(held) <= HISTORIES_KEPT:
+            return
+        held.sort(key=lambda s: s.updated_at, reverse=True)
+        for session in held[HISTORIES_KEPT:]:
+            if session.id != keep and session.id not in self._dirty:
+                session.history = None
 
     def forget(self, session_id: str | None) -> None:
         """A session opencode deleted: it receives no more notifications."""
@@ -195,7 +232,7 @@ class SessionStore:
             session = self._sessions.get(session_id)
             if session is None:
                 continue
-            info = session.info(with_history=True)
+            info = session.info(with_history=session.history is not None)
             try:
                 self._journal.save_session(
                     session.id,
@@ -209,7 +246,8 @@ class SessionStore:
                     connection=session.connection,
                     created_at=session.created_at,
                     notifications=[n.to_dict() for n in info.notifications],
-                    history=info.history,
+                    # A history not in memory is the journal's already: left as it is there.
+                    **({"history": info.history} if session.history is not None else {}),
                 )
             except Exception:  # the journal must not take the engine down; the next change retries
                 log.exception("cannot save session %s", session_id)

@@ -597,7 +597,7 @@ def test_stop_during_the_heartbeat_hook_kills_the_hook(tmp_path: Path) -> None:
             pid = int(pid_file.read_text())
             try:
                 await h.hb.stop()
-                await until(lambda: not pid_alive(pid), "the hook process to end", timeout=1.5)
+                await until(lambda: not pid_alive(pid), "the hook process to end", timeout=10)
             finally:
                 if pid_alive(pid):
                     os.killpg(pid, signal.SIGKILL)

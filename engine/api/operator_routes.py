@@ -172,11 +172,10 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
 
     @router.add("/v1/sessions/{id}", "GET")
     async def session(request: Request) -> Response:
-        found = engine.sessions.find(request.path_params["id"])
-        if found is None:
+        info = await asyncio.to_thread(engine.sessions.info, request.path_params["id"], True)
+        if info is None:
             raise ApiError(404, f"the engine knows no session {request.path_params['id']}")
-        info = found.info(with_history=True)
-        info.tools = engine.connections.tools_offered(found.connection)
+        info.tools = engine.connections.tools_offered(info.connection)
         return JSONResponse(info.to_dict())
 
     # ---- the heartbeat ----------------------------------------------------------------------
