@@ -3,11 +3,15 @@ difference once, with the inputs that show it, and the failures with their error
 
 from __future__ import annotations
 
-import json
 import time
-from collections.abc import Iterable
 
-from .protocol.records import FieldDiff, InputComparison, ReplayResult, StageComparison
+from .protocol.records import (
+    FieldDiff,
+    InputComparison,
+    ReplayResult,
+    StageComparison,
+    grouped_by_differences,
+)
 from .worddiff import shorten
 
 ANSI = {"-": "\x1b[31m", "+": "\x1b[32m", "~": "\x1b[2m", "reset": "\x1b[0m"}
@@ -60,7 +64,7 @@ def _details(stage: StageComparison, color: bool) -> list[str]:
     if changed:
         out.append("")
         out.append(f"{stage.stage}: {len(changed)} of {stage.inputs} results changed")
-        for diffs, sources in _grouped(changed):
+        for diffs, sources in grouped_by_differences(list(changed)):
             out.append(f"  in {_sources(sources)}:")
             for diff in diffs:
                 out.append(f"    {diff.label}{_absence(diff)}:")
@@ -79,15 +83,6 @@ def _details(stage: StageComparison, color: bool) -> list[str]:
             out.append(f"  in {_sources(sources)}:")
             out.extend(f"    {line}" for line in key.split("\n"))
     return out
-
-
-def _grouped(found: Iterable[InputComparison]) -> list[tuple[list[FieldDiff], list[InputComparison]]]:
-    """Inputs with the very same differences together (20 sessions, one system prompt edit)."""
-    groups: dict[str, tuple[list[FieldDiff], list[InputComparison]]] = {}
-    for c in found:
-        key = json.dumps([d.to_dict() for d in c.diffs], sort_keys=True)
-        groups.setdefault(key, (c.diffs, []))[1].append(c)
-    return list(groups.values())
 
 
 def _sources(found: list[InputComparison]) -> str:

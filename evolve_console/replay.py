@@ -9,7 +9,6 @@ stream (`ReplayScreen.follow`), and fetches the whole result when the replay end
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Iterable
 from typing import ClassVar
@@ -30,6 +29,7 @@ from engine.protocol.records import (
     ReplayProgress,
     ReplayResult,
     StageComparison,
+    grouped_by_differences,
 )
 
 from .client import EngineClient, EngineError
@@ -137,7 +137,7 @@ def _stage_details(stage: StageComparison) -> list[RenderableType]:
             f"\n{stage.stage}: {len(changed)} of {stage.inputs} results changed", style="bold underline"
         )
         text.append("\n")
-        for diffs, sources in grouped(changed):
+        for diffs, sources in grouped_by_differences(list(changed)):
             text.append(f"in {_sources(sources)}:\n", style="bold")
             for diff in diffs:
                 text.append(f"  {diff.label}{_absence(diff)}\n", style="italic")
@@ -158,15 +158,6 @@ def _stage_details(stage: StageComparison) -> list[RenderableType]:
             text.append("".join(f"  {line}\n" for line in errors.split("\n")), style="red")
         out.append(text)
     return out
-
-
-def grouped(found: Iterable[InputComparison]) -> list[tuple[list[FieldDiff], list[InputComparison]]]:
-    """Inputs with the very same differences together (twenty sessions, one system prompt edit)."""
-    groups: dict[str, tuple[list[FieldDiff], list[InputComparison]]] = {}
-    for c in found:
-        key = json.dumps([d.to_dict() for d in c.diffs], sort_keys=True)
-        groups.setdefault(key, (c.diffs, []))[1].append(c)
-    return list(groups.values())
 
 
 def _sources(found: list[InputComparison]) -> str:

@@ -21,6 +21,7 @@ from engine.changes import ChangeError
 from engine.protocol.records import Change
 from engine.provenance import parse_counts
 from engine.runtime import Engine
+from tests.support.in_process import run_engine
 
 REPO = Path(__file__).resolve().parent.parent
 SAID = {"text": "The preamble should mention the notebook.", "reasoning": "The user keeps asking."}
@@ -40,8 +41,9 @@ def ws(tmp_path: Path) -> Path:
 
 
 def with_engine(ws: Path, body: Callable[[Engine], Awaitable[Any]], **env: str) -> Any:
-    async def main() -> Any:
-        engine = Engine(ws, env={**os.environ, **env})
+    """`body(engine)` with the notifications the engine delivers kept in `engine.delivered`."""
+
+    def keep_deliveries(engine: Engine) -> None:
         delivered: list[tuple[str, str]] = []
 
         async def deliver(session: str, text: str) -> None:
@@ -49,13 +51,8 @@ def with_engine(ws: Path, body: Callable[[Engine], Awaitable[Any]], **env: str) 
 
         engine.notifier.deliver = deliver
         engine.delivered = delivered  # type: ignore[attr-defined]
-        await engine.start()
-        try:
-            return await body(engine)
-        finally:
-            await engine.close()
 
-    return asyncio.run(main())
+    return run_engine(ws, body, env={**os.environ, **env}, prepare=keep_deliveries)
 
 
 def newest(engine: Engine) -> Change:

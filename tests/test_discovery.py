@@ -15,6 +15,7 @@ import pytest
 
 from engine.discovery import HookFile, registration_from, scan_hooks
 from engine.runtime import Engine
+from tests.support.in_process import run_engine
 
 
 def write_file(path: Path, text: str, mode: int = 0o755) -> Path:
@@ -266,18 +267,6 @@ def test_registration_name_makes_tool_names_invalid() -> None:
 
 # ---------------------------------------------------------------------------------------------
 # Discovery in the Engine
-
-
-def run_engine(ws: Path, body: Any) -> Any:
-    async def main() -> Any:
-        engine = Engine(ws)
-        await engine.start()
-        try:
-            return await body(engine)
-        finally:
-            await engine.close()
-
-    return asyncio.run(main())
 
 
 def test_engine_discovery_runs_hooks_in_parallel(tmp_path: Path) -> None:

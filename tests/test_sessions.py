@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import os
 import subprocess
 import sys
@@ -12,18 +11,11 @@ from typing import Any
 from engine.protocol.events import Event
 from engine.protocol.records import SessionChanged
 from engine.runtime import Engine
+from tests.support.in_process import run_engine
 
 
 def run(root: Path, body: Any) -> Any:
-    async def main() -> Any:
-        engine = Engine(root, env=dict(os.environ))
-        await engine.start()
-        try:
-            return await body(engine)
-        finally:
-            await engine.close()
-
-    return asyncio.run(main())
+    return run_engine(root, body, env=os.environ)
 
 
 def test_everything_known_of_a_session_survives_an_engine_restart(tmp_path: Path) -> None:

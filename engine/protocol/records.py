@@ -5,6 +5,7 @@ can read a newer engine's records)."""
 from __future__ import annotations
 
 import copy
+import json
 import marshal
 import time
 import uuid
@@ -565,6 +566,18 @@ class InputComparison(Record):
         known = _known(cls, data)
         known["diffs"] = [FieldDiff.from_dict(d) for d in known.get("diffs") or []]
         return cls(**known)
+
+
+def grouped_by_differences(
+    found: list[InputComparison],
+) -> list[tuple[list[FieldDiff], list[InputComparison]]]:
+    """Inputs with the very same differences together (twenty sessions, one system prompt edit), in
+    the order each group first appears: how a replay's differences are shown, each once."""
+    groups: dict[str, tuple[list[FieldDiff], list[InputComparison]]] = {}
+    for c in found:
+        key = json.dumps([d.to_dict() for d in c.diffs], sort_keys=True)
+        groups.setdefault(key, (c.diffs, []))[1].append(c)
+    return list(groups.values())
 
 
 @dataclass

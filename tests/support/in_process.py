@@ -1,0 +1,32 @@
+"""An Engine in this process, started, handed to a test's coroutine, and closed whatever happens."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from engine.runtime import Engine
+
+
+def run_engine(
+    root: Path,
+    body: Callable[[Engine], Awaitable[Any]],
+    env: Mapping[str, str] | None = None,
+    prepare: Callable[[Engine], None] | None = None,
+) -> Any:
+    """`body(engine)`'s result, with an engine of `root` started for it (`prepare` runs before the
+    start, e.g. to replace what delivers notifications)."""
+
+    async def main() -> Any:
+        engine = Engine(root) if env is None else Engine(root, env=dict(env))
+        if prepare is not None:
+            prepare(engine)
+        await engine.start()
+        try:
+            return await body(engine)
+        finally:
+            await engine.close()
+
+    return asyncio.run(main())
