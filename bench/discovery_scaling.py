@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import resource
 import shutil
 import statistics
 import sys
@@ -33,6 +32,8 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from cputime import children_cpu_ms, servers_cpu_ms  # bench/cputime.py
+
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # tests/support is not an installed package
 
@@ -40,7 +41,6 @@ from engine.runtime import Engine  # noqa: E402
 from tests.support.environment import drop_shims  # noqa: E402
 
 TARGET_RATIO = 1.5
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 EXAMPLE = REPO / "engine" / "example"
 
 
@@ -59,23 +59,6 @@ def make_workspace(base: Path, name: str, hooks: int) -> Path:
         path.write_text(source.replace('NAME = "notes"', f'NAME = "{stem}"', 1))
         path.chmod(0o755)
     return root
-
-
-def children_cpu_ms() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (ru.ru_utime + ru.ru_stime) * 1000
-
-
-def servers_cpu_ms(engine: Engine) -> float:
-    """CPU of the engine's ready interpreters and of the hook processes they reaped."""
-    total = 0.0
-    for pid in engine.warm.zygote_pids() if engine.warm is not None else []:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(x) for x in fields[11:15]) * 1000 / CLK_TCK  # utime stime cutime cstime
-    return total
 
 
 async def timed_discover(engine: Engine, hooks: int, warm: bool) -> tuple[float, float, float]:

@@ -35,7 +35,6 @@ import argparse
 import asyncio
 import json
 import os
-import resource
 import shutil
 import statistics
 import sys
@@ -43,6 +42,8 @@ import tempfile
 import time
 from dataclasses import replace
 from pathlib import Path
+
+from cputime import children_cpu_ms, servers_cpu_ms  # bench/cputime.py
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # tests/support is not an installed package
@@ -53,7 +54,6 @@ from tests.support.environment import drop_shims  # noqa: E402
 
 TARGET_MS = 5.0  # a trivial python3 hook through the engine: median wall, and CPU per run
 TARGET_RATIO = 1 / 3  # of spawning it directly
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 MIN_N = 30  # iterations measured even when a case's share of --max-seconds has run out
 EXAMPLE = REPO / "engine" / "example"
 
@@ -135,23 +135,6 @@ async def settle(engine: Engine, deadline_s: float = 30.0) -> float:
     if engine.journal is not None:
         await asyncio.to_thread(engine.journal.flush)
     return waited * 1000
-
-
-def children_cpu_ms() -> float:
-    ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return (ru.ru_utime + ru.ru_stime) * 1000
-
-
-def servers_cpu_ms(engine: Engine) -> float:
-    """CPU of the engine's ready interpreters and of the hook processes they reaped."""
-    total = 0.0
-    for pid in engine.warm.zygote_pids() if engine.warm is not None else []:
-        try:
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        total += sum(int(x) for x in fields[11:15]) * 1000 / CLK_TCK  # utime stime cutime cstime
-    return total
 
 
 async def bench_case(
