@@ -33,7 +33,7 @@ from .client import EngineClient, EngineError, EngineGone, Target
 from .detail import DetailPane
 from .diffmodel import FileDiff
 from .diffview import MIN_SPLIT, DiffView, prepare
-from .format import ago, as_json, clock_time, session_label, short
+from .format import as_json, session_label, short
 from .keybar import KeyBar
 from .launch import LaunchError, engine_for
 from .line import Line
@@ -50,6 +50,7 @@ from .screens import (
     StageScreen,
 )
 from .section import Section
+from .status import badges, connection_line, problems_text, runs_line
 from .table import KeyedTable
 from .textual_private import skip_own_layout
 from .turn import Turn, TurnScreen, turn_runs
@@ -350,76 +351,22 @@ class EvolveConsole(App[None]):
             table.upsert(rows)
 
     def render_connection(self) -> None:
-        """The top bar: the engine, opencode, the workspace, and the engine's problems. While the
-        engine does not answer, what only it knew is shown as last known, dimmed, with its time."""
-        model = self.model
-        now = self.clock()
-        text = Text(no_wrap=True, overflow="ellipsis")
-        if model.connected:
-            text.append(" engine ● connected ", style="bold reverse green")
-        else:
-            down = f" for {ago(now - self.down_since)}" if self.down_since else ""
-            text.append(f" engine ○ down{down} ", style="bold reverse red")
-        workspace = (model.status.workspace if model.status else None) or self.target.workspace
-        if workspace:
-            text.append(f" {workspace} ", style="bold")
-        if not model.connected:
-            if self.target.workspace:
-                text.append(
-                    f" start it: evolve serve --workspace {self.target.workspace} (or E) ", style="yellow"
-                )
-            else:
-                text.append(f" {short(model.detail, 80)} ", style="yellow")
-        opencode = model.status.opencode if model.status else []
-        stale = Text.assemble(
-            (f" (as of {clock_time(self.heard_at)} UTC)", "dim") if self.heard_at else ("", "")
+        """The top bar (`status.connection_line`)."""
+        line = connection_line(
+            self.model, self.target.workspace, self.clock(), self.down_since, self.heard_at
         )
-        if opencode:
-            modes = ", ".join(sorted({str(c.mode) for c in opencode}))
-            style = "bold reverse green" if model.connected else "dim reverse"
-            text.append(f" opencode ● {len(opencode)} connected ({modes}) ", style=style)
-        else:
-            style = "bold reverse yellow" if model.connected else "dim reverse"
-            text.append(" opencode ○ not connected ", style=style)
-        if not model.connected and model.status is not None:
-            text.append_text(stale)
-        if model.connected:
-            text.append(f"  {model.detail}", style="dim")
-        errors = model.status.config_errors if model.status else []
-        if errors:
-            text.append(
-                f"  config: {len(errors)} error{'s' if len(errors) > 1 else ''}, last good config in use (c: read)",
-                style="bold red",
-            )
-        self.query_one("#connection", Line).show(text)
+        self.query_one("#connection", Line).show(line)
 
     def render_counts(self) -> None:
         table = self.query_one("#runs-table", KeyedTable)
-        counts, live = self.model.counts, self.model.events_seen["hook_run"]
-        text = (
-            f"{counts.get('runs', 0):,} runs in the journal · {counts.get('failed_runs', 0):,} failed · "
-            f"{live:,} received live · showing {table.row_count:,}"
-        )
-        if not table.following and table.unseen:
-            text += f"  · +{table.unseen:,} new (g to follow)"
-        self.query_one("#runs-status", Line).show(text)
+        line = runs_line(self.model, table.row_count, table.following, table.unseen)
+        self.query_one("#runs-status", Line).show(line)
 
     def render_badges(self) -> None:
         """What waits for the operator, beside each view's label."""
-        model = self.model
         if self.shown == "runs":
-            model.looked_at_runs()
-        badges = {}
-        if model.failed_unseen:
-            badges["runs"] = f"{model.failed_unseen} failed"
-        waiting = [
-            f"{n} {what}"
-            for n, what in ((model.pending_count, "pending"), (model.unreviewed_count, "unreviewed"))
-            if n
-        ]
-        if waiting:
-            badges["changes"] = " · ".join(waiting)
-        self.query_one(ViewBar).set_badges(badges)
+            self.model.looked_at_runs()
+        self.query_one(ViewBar).set_badges(badges(self.model))
 
     # ---- applying events in batches ---------------------------------------------------------
 
@@ -983,10 +930,7 @@ class EvolveConsole(App[None]):
         status = self.model.status
         if status is None:
             return
-        lines = [f"error: {e}" for e in status.config_errors] + [
-            f"warning: {w}" for w in status.config_warnings
-        ]
-        self.push_screen(MoreScreen("the engine's configuration problems", "\n\n".join(lines) or "(none)"))
+        self.push_screen(MoreScreen("the engine's configuration problems", problems_text(status)))
 
     @on(Line.Clicked, "#connection")
     def connection_clicked(self) -> None:
