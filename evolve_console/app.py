@@ -20,7 +20,7 @@ from typing import Any, ClassVar
 from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import Button, Input, Switch
@@ -35,6 +35,7 @@ from .diffmodel import FileDiff
 from .diffview import MIN_SPLIT, DiffView, prepare
 from .format import as_json, session_label, short
 from .keybar import KeyBar
+from .keys import BINDINGS, Where, applies
 from .launch import LaunchError, engine_for
 from .line import Line
 from .model import ChangeEntry, ConsoleModel, Part, Update
@@ -50,7 +51,7 @@ from .screens import (
     StageScreen,
 )
 from .section import Section
-from .status import badges, connection_line, problems_text, runs_line
+from .status import badges, connection_line, has_problems, problems_text, runs_line
 from .table import KeyedTable
 from .textual_private import skip_own_layout
 from .turn import Turn, TurnScreen, turn_runs
@@ -88,83 +89,7 @@ class EvolveConsole(App[None]):
     TITLE = "evolve"
     AUTO_FOCUS = "#runs-table"  # the arrow keys move through the runs at once
     COMMANDS = App.COMMANDS | {EvolveCommands}
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit", id="app.quit", tooltip="Close the console (the engine keeps running)"),
-        # The view keys are shown in the view bar ("1 Hook runs"), not in the key bar.
-        *[
-            Binding(key, f"show_tab('{view}')", label, id=f"view.{view}", show=False)
-            for view, key, label in VIEWS
-        ],
-        Binding("enter", "open", "Open", id="nav.open", tooltip="Open what the selected row leads to"),
-        Binding("escape", "go_back", "Back", id="nav.back", tooltip="Back to where enter came from"),
-        Binding("f", "fire_heartbeat", "Fire", id="heartbeat.fire", tooltip="Run one heartbeat tick now"),
-        Binding(
-            "p", "toggle_pause", "Pause/resume", id="heartbeat.pause", tooltip="Pause or resume the timer"
-        ),
-        Binding("a", "approve", "Approve", id="change.approve", tooltip="Approve the selected change"),
-        Binding(
-            "r", "revert", "Revert", id="change.revert", tooltip="Revert the selected change (asks first)"
-        ),
-        Binding(
-            "d",
-            "reject",
-            "Reject",
-            id="change.reject",
-            tooltip="Reject the selected pending change (asks why)",
-        ),
-        Binding(
-            "e",
-            "replay",
-            "Replay",
-            id="change.replay",
-            tooltip="Replay the selected change on recorded traffic: what it changes for the agent",
-        ),
-        # Reading a diff (self-modifications view).
-        Binding(
-            "w",
-            "diff_wide",
-            "Wide",
-            id="diff.wide",
-            tooltip="The diff at the full width, the table out of the way",
-        ),
-        Binding(
-            "v",
-            "diff_split",
-            "Split",
-            id="diff.side_by_side",
-            tooltip=f"Old and new side by side (needs {MIN_SPLIT} columns), or unified",
-        ),
-        Binding(
-            "o",
-            "diff_file",
-            "File",
-            id="diff.file",
-            tooltip="The whole file at this change with its changes marked, or back to the diff",
-        ),
-        Binding(
-            "n",
-            "toggle_needs_review",
-            "Needs review",
-            id="change.needs-review",
-            tooltip="Show only what needs review",
-        ),
-        Binding("s", "run_stage", "Run stage", id="stage.run", tooltip="Dispatch a stage by hand"),
-        Binding("g", "follow", "Follow", id="runs.follow", tooltip="Jump to the newest row and follow"),
-        Binding("x", "toggle_failures", "Failures", id="runs.failures", tooltip="Show only failed runs"),
-        Binding(
-            "slash", "focus_filter", "Filter", id="runs.filter", tooltip="Filter runs by stage, hook, session"
-        ),
-        Binding(
-            "t", "toggle_schemas", "Schemas", id="sessions.schemas", tooltip="The tools offered, with schemas"
-        ),
-        Binding("m", "more", "More", id="detail.more", tooltip="See a truncated field in full"),
-        Binding(
-            "c", "problems", "Problems", id="engine.problems", tooltip="The engine's config errors in full"
-        ),
-        Binding(
-            "E", "start_engine", "Start engine", id="engine.start", tooltip="Start the workspace's engine"
-        ),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = BINDINGS
 
     def __init__(
         self,
@@ -694,51 +619,24 @@ class EvolveConsole(App[None]):
         return self.model.changes.get(key) if key else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # Keys that only mean something in some views are shown only there.
-        tab = self.shown
-        if action in ("follow", "toggle_failures"):
-            return tab == "runs" or (action == "follow" and tab in ("stages", "changes", "tools"))
-        if action == "more":
-            return tab in ("runs", "stages", "sessions", "heartbeat", "tools")
-        if action == "toggle_schemas":
-            return tab == "sessions"
-        if action == "toggle_needs_review":
-            return tab == "changes"
-        if action in ("diff_wide", "diff_split", "diff_file"):
-            if tab != "changes":
-                return False
-            return action != "diff_file" or self.selected_change() is not None or None
-        if action == "open":
-            return tab in ("runs", "tools", "changes", "stages")
-        if action == "go_back":
-            return bool(self.trail) or isinstance(self.focused, Input)
-        if action == "problems":
-            return bool(
-                self.model.status and (self.model.status.config_errors or self.model.status.config_warnings)
-            )
-        if action == "start_engine":
-            return not self.model.connected and self.target.workspace is not None
-        if action in ("approve", "revert", "reject", "replay"):
-            change = self.selected_change()
-            if change is None:
-                return None if tab == "changes" else False
-            if action == "reject" and not change.awaits_decision:
-                return None
-            if action == "approve" and change.pending_id and not change.awaits_decision:
-                return None
-            if action == "revert" and not change.revertible:
-                return None
-        return True
+        where = Where(
+            view=self.shown,
+            change=self.selected_change(),
+            typing=isinstance(self.focused, Input),
+            back=bool(self.trail),
+            connected=self.model.connected,
+            problems=has_problems(self.model.status),
+            workspace=self.target.workspace is not None,
+        )
+        return applies(action, where)
 
     def refresh_bindings(self) -> None:
         super().refresh_bindings()
         try:
-            change = self.selected_change()
-            self.query_one("#change-approve", Button).disabled = change is None or (
-                change.pending_id is not None and not change.awaits_decision
-            )
-            self.query_one("#change-revert", Button).disabled = change is None or not change.revertible
-            self.query_one("#change-reject", Button).disabled = change is None or not change.awaits_decision
+            for action in ("approve", "revert", "reject"):  # the buttons mirror the keys
+                self.query_one(f"#change-{action}", Button).disabled = (
+                    self.check_action(action, ()) is not True
+                )
         except NoMatches:
             pass  # not mounted yet
 
