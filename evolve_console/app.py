@@ -26,7 +26,7 @@ from textual.message import Message
 from textual.widgets import Button, Input, Switch
 from textual.worker import Worker, WorkerState
 
-from engine.protocol import FileAtChange, HookRun, SessionInfo, StageResult, ToolCall
+from engine.protocol import FileAtChange, HookRun, SessionInfo
 from engine.protocol.records import ReplayProgress, ReplayResult
 
 from .client import EngineClient, EngineError, EngineGone, Target
@@ -54,7 +54,7 @@ from .section import Section
 from .status import badges, connection_line, has_problems, problems_text, runs_line
 from .table import KeyedTable
 from .textual_private import skip_own_layout
-from .turn import Turn, TurnScreen, turn_runs
+from .turn import TurnScreen, load_turn
 from .viewbar import ViewBar
 from .views import PAGES, VIEWS, ChangesView, HeartbeatView, RunsView, SessionsView, StagesView, ToolCallsView
 
@@ -571,37 +571,10 @@ class EvolveConsole(App[None]):
     @work(group="actions", exit_on_error=False)
     async def open_turn(self, change: ChangeEntry) -> None:
         """The turn that made a change: its call, its hook runs, its session, on a screen."""
-        session = change.session
-        if not session:
+        turn = await load_turn(self.client, change)
+        if turn is None:
             self.toast("this change was not made by the agent in a session", severity="warning", timeout=5)
             return
-        calls = [
-            ToolCall.from_dict(c)
-            for c in (await self.client.get("/v1/tool-calls", session=session, limit=500))["tool_calls"]
-        ]
-        call_id = (change.provenance.call_id if change.provenance else None) or change.trailers.get("call")
-        call = next(
-            (
-                c
-                for c in calls
-                if (change.sha and c.commit == change.sha) or (call_id and c.call_id == call_id)
-            ),
-            None,
-        )
-        runs = [
-            HookRun.from_dict(r)
-            for r in reversed((await self.client.get("/v1/runs", session=session, limit=1000))["runs"])
-        ]
-        dispatches = [
-            StageResult.from_dict(d)
-            for d in (await self.client.get("/v1/dispatches", session=session, limit=1000))["dispatches"]
-        ]
-        at = call.started_at if call else (change.provenance.at if change.provenance else change.time or 0.0)
-        try:
-            info: SessionInfo | None = SessionInfo.from_dict(await self.client.get(f"/v1/sessions/{session}"))
-        except EngineError:
-            info = None
-        turn = Turn(change, call, turn_runs(runs, dispatches, call.turn if call else None, at), info)
 
         def done(where: tuple[str, str] | None) -> None:
             if where is not None:
