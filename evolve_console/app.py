@@ -26,13 +26,13 @@ from textual.message import Message
 from textual.widgets import Button, Input, Switch
 from textual.worker import Worker, WorkerState
 
-from engine.protocol import FileAtChange, HookRun, SessionInfo
-from engine.protocol.records import ReplayProgress, ReplayResult
+from engine.protocol import HookRun, SessionInfo
+from engine.protocol.records import ReplayProgress
 
+from .changesource import change_diff, latest_replay, whole_file
 from .client import EngineClient, EngineError, EngineGone, Target
 from .detail import DetailPane
 from .diffmodel import FileDiff
-from .diffview import MIN_SPLIT, DiffView, prepare
 from .format import as_json, session_label, short
 from .keybar import KeyBar
 from .keys import BINDINGS, Where, applies
@@ -40,7 +40,7 @@ from .launch import LaunchError, engine_for
 from .line import Line
 from .model import ChangeEntry, ConsoleModel, Part, Update
 from .palette import EvolveCommands
-from .replay import ReplayScreen, replay_line, replay_route
+from .replay import ReplayScreen, replay_line
 from .screens import (
     ConfirmScreen,
     MoreScreen,
@@ -447,20 +447,9 @@ class EvolveConsole(App[None]):
     @work(exclusive=True, group="change-detail", exit_on_error=False)
     async def load_change(self, change: ChangeEntry) -> None:
         view = self.query_one(ChangesView)
-        try:
-            replay: ReplayResult | None = ReplayResult.from_dict(await self.client.get(replay_route(change)))
-        except EngineError:
-            replay = None  # none yet
-        extra = replay_line(replay)
-        # A diff is parsed and measured in a thread: 2 MB of it takes a few hundred milliseconds.
-        if change.pending_id:
-            pending = await self.client.get(f"/v1/pending/{change.pending_id}")
-            prepared = await asyncio.to_thread(prepare, pending.get("diff") or "")
-            view.show_change(change, prepared, False, self.name_session, extra)
-        else:
-            diff = await self.client.get(f"/v1/changes/{change.key}/diff")
-            prepared = await asyncio.to_thread(prepare, diff["diff"])
-            view.show_change(change, prepared, diff.get("truncated", False), self.name_session, extra)
+        extra = replay_line(await latest_replay(self.client, change))
+        prepared, truncated = await change_diff(self.client, change)
+        view.show_change(change, prepared, truncated, self.name_session, extra)
 
     @on(KeyedTable.RowHighlighted, "#tools-table")
     def tool_highlighted(self, event: KeyedTable.RowHighlighted) -> None:
@@ -827,63 +816,18 @@ class EvolveConsole(App[None]):
         view.set_wide(not view.wide)
 
     def action_diff_split(self) -> None:
-        view = self.query_one(ChangesView)
-        diff = self.query_one("#change-detail", DiffView)
-        if diff.split:
-            diff.set_split(False)
-            return
-        if not diff.split_fits():
-            if view.full_width() < MIN_SPLIT:
-                self.notify(
-                    f"side by side needs {MIN_SPLIT} columns for the diff; at the full width it has "
-                    f"{view.full_width()}: widen the terminal",
-                    title="too narrow",
-                    severity="warning",
-                    timeout=6,
-                )
-                return
-            view.set_wide(True)  # the table goes out of the way to make room
-        diff.set_split(True)
+        self.query_one(ChangesView).toggle_split()
 
     def action_diff_file(self) -> None:
-        diff = self.query_one("#change-detail", DiffView)
-        if diff.whole is not None:
-            diff.show_diff()
-            return
-        change, file = self.selected_change(), diff.current_file()
-        if change is None or change.key != self.query_one(ChangesView).shown_key:
-            return
-        if file is None:
-            self.notify("this change has no file to show", timeout=4)
-        elif file.binary:
-            self.notify(f"{file.path} is a binary file: it cannot be shown", timeout=5)
-        elif file.new_path is None:
-            self.notify(f"this change deleted {file.path}: the diff shows all of it", timeout=5)
-        else:
+        change = self.selected_change()
+        file = self.query_one(ChangesView).file_to_show(change)
+        if change is not None and file is not None:
             self.load_whole_file(change, file)
 
     @work(exclusive=True, group="change-file", exit_on_error=False)
     async def load_whole_file(self, change: ChangeEntry, file: FileDiff) -> None:
-        if change.pending_id:
-            pending = await self.client.get(f"/v1/pending/{change.pending_id}")
-            content, note = pending.get("content") or "", "as it would be once approved"
-        else:
-            found = FileAtChange.from_dict(
-                await self.client.request(
-                    "GET",
-                    f"/v1/changes/{change.key}/file",
-                    params={"path": file.new_path, "old_path": file.old_path},
-                )
-            )
-            if found.binary:
-                self.notify(f"{file.path} is a binary file: it cannot be shown", timeout=5)
-                return
-            content, note = found.content or "", f"as {found.sha[:10]} left it"
-            if found.truncated:
-                note += " (cut at 2,000,000 characters)"
-        diff = self.query_one("#change-detail", DiffView)
-        if self.query_one(ChangesView).shown_key == change.key and diff.whole is None:
-            diff.show_whole(file.path, content, f"{file.path}, whole, {note}; o: back to the diff")
+        whole = await whole_file(self.client, change, file)
+        self.query_one(ChangesView).show_whole(change.key, file, whole)
 
     # ---- errors of workers ------------------------------------------------------------------
 
