@@ -29,11 +29,12 @@ from textual.worker import Worker, WorkerState
 from engine.protocol import HookRun, SessionInfo
 from engine.protocol.records import ReplayProgress
 
+from . import controls, decisions
 from .changesource import change_diff, latest_replay, whole_file
 from .client import EngineClient, EngineError, EngineGone, Target
 from .detail import DetailPane
 from .diffmodel import FileDiff
-from .format import as_json, session_label, short
+from .format import session_label, short
 from .keybar import KeyBar
 from .keys import BINDINGS, Where, applies
 from .launch import LaunchError, engine_for
@@ -611,12 +612,8 @@ class EvolveConsole(App[None]):
 
     @work(group="actions", exit_on_error=False)
     async def fire_heartbeat(self) -> None:
-        result = (await self.client.post("/v1/heartbeat/fire", timeout=3600))["result"]
-        reason = f": {result['reason']}" if result.get("reason") else ""
-        self.toast(
-            f"heartbeat {result['outcome']}{reason}",
-            severity="information" if result["outcome"] == "ok" else "warning",
-        )
+        said, severity = await controls.fire(self.client)
+        self.toast(said, severity=severity)
         await self.reload(Part.HEARTBEAT)
 
     @on(Button.Pressed, "#hb-pause")
@@ -628,7 +625,7 @@ class EvolveConsole(App[None]):
     async def toggle_pause(self) -> None:
         paused = bool(self.model.heartbeat and self.model.heartbeat.paused)
         since = self.model.applied_seq
-        status = await self.client.post(f"/v1/heartbeat/{'resume' if paused else 'pause'}")
+        status = await controls.set_paused(self.client, not paused)
         self.model.apply_reload(Part.HEARTBEAT, status, since=since)
         self.draw(Part.HEARTBEAT)
         self.notify("heartbeat resumed" if paused else "heartbeat paused", timeout=3)
@@ -640,31 +637,20 @@ class EvolveConsole(App[None]):
         change = self.selected_change()
         if change is None:
             return
-        if change.state == "reverted":
-
-            def confirmed(yes: bool | None) -> None:
-                if yes:
-                    self.approve_change(change)
-
-            self.push_screen(
-                ConfirmScreen(
-                    f"Approve “{short(change.subject, 50)}”, which was reverted?",
-                    f"It was undone by {str(change.reverted_by)[:10]}; approving it records that you "
-                    "looked at it and found it good. It stays reverted.",
-                ),
-                confirmed,
-            )
-        else:
+        question = decisions.approve_question(change)
+        if question is None:
             self.approve_change(change)
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.approve_change(change)
+
+        self.push_screen(ConfirmScreen(*question), confirmed)
 
     @work(group="actions", exit_on_error=False)
     async def approve_change(self, change: ChangeEntry) -> None:
-        if change.pending_id:
-            await self.client.post(f"/v1/pending/{change.pending_id}/approve")
-            self.notify(f"approved and installed: {change.subject}", timeout=5)
-        else:
-            await self.client.post(f"/v1/changes/{change.key}/approve")
-            self.notify(f"approved {change.key[:10]}: {change.subject}", timeout=5)
+        self.notify(await decisions.approve(self.client, change), timeout=5)
         await self.reload(Part.CHANGES)
 
     @on(Button.Pressed, "#change-revert")
@@ -675,26 +661,23 @@ class EvolveConsole(App[None]):
 
     @work(group="actions", exit_on_error=False)
     async def ask_revert(self, change: ChangeEntry) -> None:
-        impact = await self.client.get(f"/v1/changes/{change.key}/impact")
-        question = f"Revert {change.key[:10]} “{short(change.subject, 60)}”?"
+        impact = await decisions.revert_impact(self.client, change)
 
         def chosen(choice: RevertChoice | None) -> None:
             if choice is not None:
                 self.revert_change(change, choice)
 
-        self.push_screen(RevertScreen(question, change.files, impact, self.name_session), chosen)
+        self.push_screen(
+            RevertScreen(decisions.revert_question(change), change.files, impact, self.name_session), chosen
+        )
 
     @work(group="actions", exit_on_error=False)
     async def revert_change(self, change: ChangeEntry, choice: RevertChoice) -> None:
-        body = {"refresh": choice.refresh, "together": choice.together}
-        try:
-            result = await self.client.post(f"/v1/changes/{change.key}/revert", body)
-        except EngineError as exc:
-            self.toast(f"revert refused: {exc}", severity="error")
+        outcome = await decisions.revert(self.client, change, choice)
+        if outcome.refused:
+            self.toast(outcome.text, severity="error")
             return
-        refreshed = result.get("refreshed") or []
-        also = f", {len(refreshed)} session(s) refreshed" if refreshed else ""
-        self.notify(f"reverted {change.key[:10]} with {result['sha'][:10]}{also}", timeout=6)
+        self.notify(outcome.text, timeout=6)
         await self.reload(Part.CHANGES)
 
     @on(Button.Pressed, "#change-reject")
@@ -711,8 +694,7 @@ class EvolveConsole(App[None]):
 
     @work(group="actions", exit_on_error=False)
     async def reject_change(self, change: ChangeEntry, reason: str) -> None:
-        await self.client.post(f"/v1/pending/{change.pending_id}/reject", {"reason": reason or None})
-        self.notify(f"rejected: {change.subject}", timeout=5)
+        self.notify(await decisions.reject(self.client, change, reason), timeout=5)
         await self.reload(Part.CHANGES)
 
     def action_replay(self) -> None:
@@ -736,17 +718,7 @@ class EvolveConsole(App[None]):
 
     @work(group="actions", exit_on_error=False)
     async def run_stage(self, request: dict[str, Any]) -> None:
-        result = await self.client.post(
-            f"/v1/stages/{request['stage']}",
-            {"context": request["context"], "session": request["session"]},
-            timeout=600,
-        )
-        summary = f"{request['stage']}: {len(result.get('hooks') or [])} hooks"
-        if result.get("failed"):
-            summary += f", failed: {', '.join(result['failed'])}"
-        if result.get("recovered"):
-            summary += ", recover stepped in"
-        self.push_screen(ResultScreen(summary, as_json(result.get("merged"))))
+        self.push_screen(ResultScreen(*await controls.run_stage(self.client, request)))
 
     def action_follow(self) -> None:
         table_id = TABLES.get(self.shown)
