@@ -40,6 +40,7 @@ from .keys import BINDINGS, Where, applies
 from .launch import LaunchError, engine_for
 from .line import Line
 from .model import ChangeEntry, ConsoleModel, Part, Update
+from .navigation import session_of
 from .palette import EvolveCommands
 from .replay import ReplayScreen, replay_line
 from .screens import (
@@ -529,18 +530,7 @@ class EvolveConsole(App[None]):
             self.action_open_session()
 
     def action_open_session(self) -> None:
-        view, key = self.shown, self.selected_key()
-        session: str | None = None
-        if view == "runs" and self.run_detail is not None and self.run_detail.id == key:
-            session = self.run_detail.session
-        elif view == "runs" and key in self.model.runs:
-            session = self.model.runs[key].session
-        elif view == "tools" and key in self.model.tool_calls:
-            session = self.model.tool_calls[key].session
-        elif view == "stages" and key in self.model.dispatches:
-            session = self.model.dispatches[key].session
-        elif view == "changes" and key in self.model.changes:
-            session = self.model.changes[key].session
+        session = session_of(self.model, self.shown, self.selected_key(), self.run_detail)
         if not session:
             self.toast("no session here", severity="warning", timeout=4)
         elif session not in self.model.sessions:
