@@ -3,7 +3,9 @@
 One long-lived worker follows the engine's event stream into the model (`model.py`); the events are
 applied and drawn in time-sliced batches (four times a second), so a flood of hook runs never
 starves the keyboard. Everything else is a request to the engine's API in a worker, never on the
-event loop's path. The app only draws what the model holds and sends the operator's commands.
+event loop's path. The app only draws what the model holds and sends the operator's commands; what
+it draws and says comes from the modules named for each concern (`status`, `keys`, `navigation`,
+`decisions`, `controls`, `changesource`, `turn`, the views), which a test can call without it.
 """
 
 from __future__ import annotations
@@ -63,12 +65,19 @@ from .views import PAGES, VIEWS, ChangesView, HeartbeatView, RunsView, SessionsV
 FLOOD = 100  # pending events per tick (a quarter second) above which repaints slow down
 # Sessions first: the other tables name sessions by their titles.
 LOAD_ORDER = (Part.STATUS, Part.SESSIONS, Part.RUNS, Part.STAGES, Part.CHANGES, Part.HEARTBEAT, Part.TOOLS)
+REFRESH_ORDER = (Part.RUNS, Part.STAGES, Part.SESSIONS, Part.CHANGES, Part.HEARTBEAT, Part.STATUS, Part.TOOLS)
 TABLES = {
     "runs": "#runs-table",
     "stages": "#stages-table",
     "sessions": "#sessions-table",
     "changes": "#changes-table",
     "tools": "#tools-table",
+}
+DETAILS = {
+    "runs": "#run-detail",
+    "stages": "#stage-detail",
+    "sessions": "#session-detail",
+    "tools": "#tool-detail",
 }
 LONG_ERROR = 120  # characters beyond which an error's toast stays until clicked away
 STAYS = 24 * 3600.0  # "until dismissed": a toast that long is gone only when clicked
@@ -306,7 +315,9 @@ class EvolveConsole(App[None]):
         with contextlib.suppress(NoMatches):  # the console is closing
             if self.model.waiting:
                 self._show(self.model.apply_waiting())
-            self._reload_stale()
+            stale = self.model.take_reloads()
+            if stale:
+                self.refresh_parts(stale)
 
     def _show(self, update: Update) -> None:
         for severity, notice in update.notices:
@@ -352,22 +363,9 @@ class EvolveConsole(App[None]):
         long = severity == "error" and len(message) > LONG_ERROR
         self.notify(short(message, 2000), severity=severity, timeout=STAYS if long else timeout)  # type: ignore[arg-type]
 
-    def _reload_stale(self) -> None:
-        parts = self.model.take_reloads()
-        if parts:
-            self.refresh_parts(parts)
-
     @work(group="refresh", exit_on_error=False)
     async def refresh_parts(self, parts: set[Part]) -> None:
-        for part in (
-            Part.RUNS,
-            Part.STAGES,
-            Part.SESSIONS,
-            Part.CHANGES,
-            Part.HEARTBEAT,
-            Part.STATUS,
-            Part.TOOLS,
-        ):
+        for part in REFRESH_ORDER:
             if part in parts:
                 await self.reload(part)
 
@@ -734,12 +732,7 @@ class EvolveConsole(App[None]):
             section = self.query_one("#hb-last", Section)
             self.push_screen(MoreScreen("last tick", section.full_text))
             return
-        pane = {
-            "runs": "#run-detail",
-            "stages": "#stage-detail",
-            "sessions": "#session-detail",
-            "tools": "#tool-detail",
-        }.get(self.shown)
+        pane = DETAILS.get(self.shown)
         if pane is None:
             return
         truncated = self.query_one(pane, DetailPane).truncated
