@@ -3,7 +3,9 @@
 One long-lived worker follows the engine's event stream into the model (`model.py`); the events are
 applied and drawn in time-sliced batches (four times a second), so a flood of hook runs never
 starves the keyboard. Everything else is a request to the engine's API in a worker, never on the
-event loop's path. The app only draws what the model holds and sends the operator's commands.
+event loop's path. The app only draws what the model holds and sends the operator's commands; what
+it draws and says comes from the modules named for each concern (`status`, `keys`, `navigation`,
+`decisions`, `controls`, `changesource`, `turn`, the views), which a test can call without it.
 """
 
 from __future__ import annotations
@@ -20,26 +22,29 @@ from typing import Any, ClassVar
 from rich.text import Text
 from textual import on, work
 from textual.app import App, ComposeResult
-from textual.binding import Binding, BindingType
+from textual.binding import BindingType
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.widgets import Button, Input, Switch
 from textual.worker import Worker, WorkerState
 
-from engine.protocol import FileAtChange, HookRun, SessionInfo, StageResult, ToolCall
-from engine.protocol.records import ReplayProgress, ReplayResult
+from engine.protocol import HookRun, SessionInfo
+from engine.protocol.records import ReplayProgress
 
+from . import controls, decisions
+from .changesource import change_diff, latest_replay, whole_file
 from .client import EngineClient, EngineError, EngineGone, Target
 from .detail import DetailPane
 from .diffmodel import FileDiff
-from .diffview import MIN_SPLIT, DiffView, prepare
-from .format import ago, as_json, clock_time, session_label, short
+from .format import session_label, short
 from .keybar import KeyBar
+from .keys import BINDINGS, Where, applies
 from .launch import LaunchError, engine_for
 from .line import Line
 from .model import ChangeEntry, ConsoleModel, Part, Update
+from .navigation import session_of
 from .palette import EvolveCommands
-from .replay import ReplayScreen, replay_line, replay_route
+from .replay import ReplayScreen, replay_line
 from .screens import (
     ConfirmScreen,
     MoreScreen,
@@ -50,21 +55,29 @@ from .screens import (
     StageScreen,
 )
 from .section import Section
+from .status import badges, connection_line, has_problems, problems_text, runs_line
 from .table import KeyedTable
 from .textual_private import skip_own_layout
-from .turn import Turn, TurnScreen, turn_runs
+from .turn import TurnScreen, load_turn
 from .viewbar import ViewBar
 from .views import PAGES, VIEWS, ChangesView, HeartbeatView, RunsView, SessionsView, StagesView, ToolCallsView
 
 FLOOD = 100  # pending events per tick (a quarter second) above which repaints slow down
 # Sessions first: the other tables name sessions by their titles.
 LOAD_ORDER = (Part.STATUS, Part.SESSIONS, Part.RUNS, Part.STAGES, Part.CHANGES, Part.HEARTBEAT, Part.TOOLS)
+REFRESH_ORDER = (Part.RUNS, Part.STAGES, Part.SESSIONS, Part.CHANGES, Part.HEARTBEAT, Part.STATUS, Part.TOOLS)
 TABLES = {
     "runs": "#runs-table",
     "stages": "#stages-table",
     "sessions": "#sessions-table",
     "changes": "#changes-table",
     "tools": "#tools-table",
+}
+DETAILS = {
+    "runs": "#run-detail",
+    "stages": "#stage-detail",
+    "sessions": "#session-detail",
+    "tools": "#tool-detail",
 }
 LONG_ERROR = 120  # characters beyond which an error's toast stays until clicked away
 STAYS = 24 * 3600.0  # "until dismissed": a toast that long is gone only when clicked
@@ -87,83 +100,7 @@ class EvolveConsole(App[None]):
     TITLE = "evolve"
     AUTO_FOCUS = "#runs-table"  # the arrow keys move through the runs at once
     COMMANDS = App.COMMANDS | {EvolveCommands}
-    BINDINGS: ClassVar[list[BindingType]] = [
-        Binding("q", "quit", "Quit", id="app.quit", tooltip="Close the console (the engine keeps running)"),
-        # The view keys are shown in the view bar ("1 Hook runs"), not in the key bar.
-        *[
-            Binding(key, f"show_tab('{view}')", label, id=f"view.{view}", show=False)
-            for view, key, label in VIEWS
-        ],
-        Binding("enter", "open", "Open", id="nav.open", tooltip="Open what the selected row leads to"),
-        Binding("escape", "go_back", "Back", id="nav.back", tooltip="Back to where enter came from"),
-        Binding("f", "fire_heartbeat", "Fire", id="heartbeat.fire", tooltip="Run one heartbeat tick now"),
-        Binding(
-            "p", "toggle_pause", "Pause/resume", id="heartbeat.pause", tooltip="Pause or resume the timer"
-        ),
-        Binding("a", "approve", "Approve", id="change.approve", tooltip="Approve the selected change"),
-        Binding(
-            "r", "revert", "Revert", id="change.revert", tooltip="Revert the selected change (asks first)"
-        ),
-        Binding(
-            "d",
-            "reject",
-            "Reject",
-            id="change.reject",
-            tooltip="Reject the selected pending change (asks why)",
-        ),
-        Binding(
-            "e",
-            "replay",
-            "Replay",
-            id="change.replay",
-            tooltip="Replay the selected change on recorded traffic: what it changes for the agent",
-        ),
-        # Reading a diff (self-modifications view).
-        Binding(
-            "w",
-            "diff_wide",
-            "Wide",
-            id="diff.wide",
-            tooltip="The diff at the full width, the table out of the way",
-        ),
-        Binding(
-            "v",
-            "diff_split",
-            "Split",
-            id="diff.side_by_side",
-            tooltip=f"Old and new side by side (needs {MIN_SPLIT} columns), or unified",
-        ),
-        Binding(
-            "o",
-            "diff_file",
-            "File",
-            id="diff.file",
-            tooltip="The whole file at this change with its changes marked, or back to the diff",
-        ),
-        Binding(
-            "n",
-            "toggle_needs_review",
-            "Needs review",
-            id="change.needs-review",
-            tooltip="Show only what needs review",
-        ),
-        Binding("s", "run_stage", "Run stage", id="stage.run", tooltip="Dispatch a stage by hand"),
-        Binding("g", "follow", "Follow", id="runs.follow", tooltip="Jump to the newest row and follow"),
-        Binding("x", "toggle_failures", "Failures", id="runs.failures", tooltip="Show only failed runs"),
-        Binding(
-            "slash", "focus_filter", "Filter", id="runs.filter", tooltip="Filter runs by stage, hook, session"
-        ),
-        Binding(
-            "t", "toggle_schemas", "Schemas", id="sessions.schemas", tooltip="The tools offered, with schemas"
-        ),
-        Binding("m", "more", "More", id="detail.more", tooltip="See a truncated field in full"),
-        Binding(
-            "c", "problems", "Problems", id="engine.problems", tooltip="The engine's config errors in full"
-        ),
-        Binding(
-            "E", "start_engine", "Start engine", id="engine.start", tooltip="Start the workspace's engine"
-        ),
-    ]
+    BINDINGS: ClassVar[list[BindingType]] = BINDINGS
 
     def __init__(
         self,
@@ -350,76 +287,22 @@ class EvolveConsole(App[None]):
             table.upsert(rows)
 
     def render_connection(self) -> None:
-        """The top bar: the engine, opencode, the workspace, and the engine's problems. While the
-        engine does not answer, what only it knew is shown as last known, dimmed, with its time."""
-        model = self.model
-        now = self.clock()
-        text = Text(no_wrap=True, overflow="ellipsis")
-        if model.connected:
-            text.append(" engine ● connected ", style="bold reverse green")
-        else:
-            down = f" for {ago(now - self.down_since)}" if self.down_since else ""
-            text.append(f" engine ○ down{down} ", style="bold reverse red")
-        workspace = (model.status.workspace if model.status else None) or self.target.workspace
-        if workspace:
-            text.append(f" {workspace} ", style="bold")
-        if not model.connected:
-            if self.target.workspace:
-                text.append(
-                    f" start it: evolve serve --workspace {self.target.workspace} (or E) ", style="yellow"
-                )
-            else:
-                text.append(f" {short(model.detail, 80)} ", style="yellow")
-        opencode = model.status.opencode if model.status else []
-        stale = Text.assemble(
-            (f" (as of {clock_time(self.heard_at)} UTC)", "dim") if self.heard_at else ("", "")
+        """The top bar (`status.connection_line`)."""
+        line = connection_line(
+            self.model, self.target.workspace, self.clock(), self.down_since, self.heard_at
         )
-        if opencode:
-            modes = ", ".join(sorted({str(c.mode) for c in opencode}))
-            style = "bold reverse green" if model.connected else "dim reverse"
-            text.append(f" opencode ● {len(opencode)} connected ({modes}) ", style=style)
-        else:
-            style = "bold reverse yellow" if model.connected else "dim reverse"
-            text.append(" opencode ○ not connected ", style=style)
-        if not model.connected and model.status is not None:
-            text.append_text(stale)
-        if model.connected:
-            text.append(f"  {model.detail}", style="dim")
-        errors = model.status.config_errors if model.status else []
-        if errors:
-            text.append(
-                f"  config: {len(errors)} error{'s' if len(errors) > 1 else ''}, last good config in use (c: read)",
-                style="bold red",
-            )
-        self.query_one("#connection", Line).show(text)
+        self.query_one("#connection", Line).show(line)
 
     def render_counts(self) -> None:
         table = self.query_one("#runs-table", KeyedTable)
-        counts, live = self.model.counts, self.model.events_seen["hook_run"]
-        text = (
-            f"{counts.get('runs', 0):,} runs in the journal · {counts.get('failed_runs', 0):,} failed · "
-            f"{live:,} received live · showing {table.row_count:,}"
-        )
-        if not table.following and table.unseen:
-            text += f"  · +{table.unseen:,} new (g to follow)"
-        self.query_one("#runs-status", Line).show(text)
+        line = runs_line(self.model, table.row_count, table.following, table.unseen)
+        self.query_one("#runs-status", Line).show(line)
 
     def render_badges(self) -> None:
         """What waits for the operator, beside each view's label."""
-        model = self.model
         if self.shown == "runs":
-            model.looked_at_runs()
-        badges = {}
-        if model.failed_unseen:
-            badges["runs"] = f"{model.failed_unseen} failed"
-        waiting = [
-            f"{n} {what}"
-            for n, what in ((model.pending_count, "pending"), (model.unreviewed_count, "unreviewed"))
-            if n
-        ]
-        if waiting:
-            badges["changes"] = " · ".join(waiting)
-        self.query_one(ViewBar).set_badges(badges)
+            self.model.looked_at_runs()
+        self.query_one(ViewBar).set_badges(badges(self.model))
 
     # ---- applying events in batches ---------------------------------------------------------
 
@@ -432,7 +315,9 @@ class EvolveConsole(App[None]):
         with contextlib.suppress(NoMatches):  # the console is closing
             if self.model.waiting:
                 self._show(self.model.apply_waiting())
-            self._reload_stale()
+            stale = self.model.take_reloads()
+            if stale:
+                self.refresh_parts(stale)
 
     def _show(self, update: Update) -> None:
         for severity, notice in update.notices:
@@ -478,22 +363,9 @@ class EvolveConsole(App[None]):
         long = severity == "error" and len(message) > LONG_ERROR
         self.notify(short(message, 2000), severity=severity, timeout=STAYS if long else timeout)  # type: ignore[arg-type]
 
-    def _reload_stale(self) -> None:
-        parts = self.model.take_reloads()
-        if parts:
-            self.refresh_parts(parts)
-
     @work(group="refresh", exit_on_error=False)
     async def refresh_parts(self, parts: set[Part]) -> None:
-        for part in (
-            Part.RUNS,
-            Part.STAGES,
-            Part.SESSIONS,
-            Part.CHANGES,
-            Part.HEARTBEAT,
-            Part.STATUS,
-            Part.TOOLS,
-        ):
+        for part in REFRESH_ORDER:
             if part in parts:
                 await self.reload(part)
 
@@ -575,20 +447,9 @@ class EvolveConsole(App[None]):
     @work(exclusive=True, group="change-detail", exit_on_error=False)
     async def load_change(self, change: ChangeEntry) -> None:
         view = self.query_one(ChangesView)
-        try:
-            replay: ReplayResult | None = ReplayResult.from_dict(await self.client.get(replay_route(change)))
-        except EngineError:
-            replay = None  # none yet
-        extra = replay_line(replay)
-        # A diff is parsed and measured in a thread: 2 MB of it takes a few hundred milliseconds.
-        if change.pending_id:
-            pending = await self.client.get(f"/v1/pending/{change.pending_id}")
-            prepared = await asyncio.to_thread(prepare, pending.get("diff") or "")
-            view.show_change(change, prepared, False, self.name_session, extra)
-        else:
-            diff = await self.client.get(f"/v1/changes/{change.key}/diff")
-            prepared = await asyncio.to_thread(prepare, diff["diff"])
-            view.show_change(change, prepared, diff.get("truncated", False), self.name_session, extra)
+        extra = replay_line(await latest_replay(self.client, change))
+        prepared, truncated = await change_diff(self.client, change)
+        view.show_change(change, prepared, truncated, self.name_session, extra)
 
     @on(KeyedTable.RowHighlighted, "#tools-table")
     def tool_highlighted(self, event: KeyedTable.RowHighlighted) -> None:
@@ -667,18 +528,7 @@ class EvolveConsole(App[None]):
             self.action_open_session()
 
     def action_open_session(self) -> None:
-        view, key = self.shown, self.selected_key()
-        session: str | None = None
-        if view == "runs" and self.run_detail is not None and self.run_detail.id == key:
-            session = self.run_detail.session
-        elif view == "runs" and key in self.model.runs:
-            session = self.model.runs[key].session
-        elif view == "tools" and key in self.model.tool_calls:
-            session = self.model.tool_calls[key].session
-        elif view == "stages" and key in self.model.dispatches:
-            session = self.model.dispatches[key].session
-        elif view == "changes" and key in self.model.changes:
-            session = self.model.changes[key].session
+        session = session_of(self.model, self.shown, self.selected_key(), self.run_detail)
         if not session:
             self.toast("no session here", severity="warning", timeout=4)
         elif session not in self.model.sessions:
@@ -699,37 +549,10 @@ class EvolveConsole(App[None]):
     @work(group="actions", exit_on_error=False)
     async def open_turn(self, change: ChangeEntry) -> None:
         """The turn that made a change: its call, its hook runs, its session, on a screen."""
-        session = change.session
-        if not session:
+        turn = await load_turn(self.client, change)
+        if turn is None:
             self.toast("this change was not made by the agent in a session", severity="warning", timeout=5)
             return
-        calls = [
-            ToolCall.from_dict(c)
-            for c in (await self.client.get("/v1/tool-calls", session=session, limit=500))["tool_calls"]
-        ]
-        call_id = (change.provenance.call_id if change.provenance else None) or change.trailers.get("call")
-        call = next(
-            (
-                c
-                for c in calls
-                if (change.sha and c.commit == change.sha) or (call_id and c.call_id == call_id)
-            ),
-            None,
-        )
-        runs = [
-            HookRun.from_dict(r)
-            for r in reversed((await self.client.get("/v1/runs", session=session, limit=1000))["runs"])
-        ]
-        dispatches = [
-            StageResult.from_dict(d)
-            for d in (await self.client.get("/v1/dispatches", session=session, limit=1000))["dispatches"]
-        ]
-        at = call.started_at if call else (change.provenance.at if change.provenance else change.time or 0.0)
-        try:
-            info: SessionInfo | None = SessionInfo.from_dict(await self.client.get(f"/v1/sessions/{session}"))
-        except EngineError:
-            info = None
-        turn = Turn(change, call, turn_runs(runs, dispatches, call.turn if call else None, at), info)
 
         def done(where: tuple[str, str] | None) -> None:
             if where is not None:
@@ -747,51 +570,24 @@ class EvolveConsole(App[None]):
         return self.model.changes.get(key) if key else None
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        # Keys that only mean something in some views are shown only there.
-        tab = self.shown
-        if action in ("follow", "toggle_failures"):
-            return tab == "runs" or (action == "follow" and tab in ("stages", "changes", "tools"))
-        if action == "more":
-            return tab in ("runs", "stages", "sessions", "heartbeat", "tools")
-        if action == "toggle_schemas":
-            return tab == "sessions"
-        if action == "toggle_needs_review":
-            return tab == "changes"
-        if action in ("diff_wide", "diff_split", "diff_file"):
-            if tab != "changes":
-                return False
-            return action != "diff_file" or self.selected_change() is not None or None
-        if action == "open":
-            return tab in ("runs", "tools", "changes", "stages")
-        if action == "go_back":
-            return bool(self.trail) or isinstance(self.focused, Input)
-        if action == "problems":
-            return bool(
-                self.model.status and (self.model.status.config_errors or self.model.status.config_warnings)
-            )
-        if action == "start_engine":
-            return not self.model.connected and self.target.workspace is not None
-        if action in ("approve", "revert", "reject", "replay"):
-            change = self.selected_change()
-            if change is None:
-                return None if tab == "changes" else False
-            if action == "reject" and not change.awaits_decision:
-                return None
-            if action == "approve" and change.pending_id and not change.awaits_decision:
-                return None
-            if action == "revert" and not change.revertible:
-                return None
-        return True
+        where = Where(
+            view=self.shown,
+            change=self.selected_change(),
+            typing=isinstance(self.focused, Input),
+            back=bool(self.trail),
+            connected=self.model.connected,
+            problems=has_problems(self.model.status),
+            workspace=self.target.workspace is not None,
+        )
+        return applies(action, where)
 
     def refresh_bindings(self) -> None:
         super().refresh_bindings()
         try:
-            change = self.selected_change()
-            self.query_one("#change-approve", Button).disabled = change is None or (
-                change.pending_id is not None and not change.awaits_decision
-            )
-            self.query_one("#change-revert", Button).disabled = change is None or not change.revertible
-            self.query_one("#change-reject", Button).disabled = change is None or not change.awaits_decision
+            for action in ("approve", "revert", "reject"):  # the buttons mirror the keys
+                self.query_one(f"#change-{action}", Button).disabled = (
+                    self.check_action(action, ()) is not True
+                )
         except NoMatches:
             pass  # not mounted yet
 
@@ -804,12 +600,8 @@ class EvolveConsole(App[None]):
 
     @work(group="actions", exit_on_error=False)
     async def fire_heartbeat(self) -> None:
-        result = (await self.client.post("/v1/heartbeat/fire", timeout=3600))["result"]
-        reason = f": {result['reason']}" if result.get("reason") else ""
-        self.toast(
-            f"heartbeat {result['outcome']}{reason}",
-            severity="information" if result["outcome"] == "ok" else "warning",
-        )
+        said, severity = await controls.fire(self.client)
+        self.toast(said, severity=severity)
         await self.reload(Part.HEARTBEAT)
 
     @on(Button.Pressed, "#hb-pause")
@@ -821,7 +613,7 @@ class EvolveConsole(App[None]):
     async def toggle_pause(self) -> None:
         paused = bool(self.model.heartbeat and self.model.heartbeat.paused)
         since = self.model.applied_seq
-        status = await self.client.post(f"/v1/heartbeat/{'resume' if paused else 'pause'}")
+        status = await controls.set_paused(self.client, not paused)
         self.model.apply_reload(Part.HEARTBEAT, status, since=since)
         self.draw(Part.HEARTBEAT)
         self.notify("heartbeat resumed" if paused else "heartbeat paused", timeout=3)
@@ -833,31 +625,20 @@ class EvolveConsole(App[None]):
         change = self.selected_change()
         if change is None:
             return
-        if change.state == "reverted":
-
-            def confirmed(yes: bool | None) -> None:
-                if yes:
-                    self.approve_change(change)
-
-            self.push_screen(
-                ConfirmScreen(
-                    f"Approve “{short(change.subject, 50)}”, which was reverted?",
-                    f"It was undone by {str(change.reverted_by)[:10]}; approving it records that you "
-                    "looked at it and found it good. It stays reverted.",
-                ),
-                confirmed,
-            )
-        else:
+        question = decisions.approve_question(change)
+        if question is None:
             self.approve_change(change)
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.approve_change(change)
+
+        self.push_screen(ConfirmScreen(*question), confirmed)
 
     @work(group="actions", exit_on_error=False)
     async def approve_change(self, change: ChangeEntry) -> None:
-        if change.pending_id:
-            await self.client.post(f"/v1/pending/{change.pending_id}/approve")
-            self.notify(f"approved and installed: {change.subject}", timeout=5)
-        else:
-            await self.client.post(f"/v1/changes/{change.key}/approve")
-            self.notify(f"approved {change.key[:10]}: {change.subject}", timeout=5)
+        self.notify(await decisions.approve(self.client, change), timeout=5)
         await self.reload(Part.CHANGES)
 
     @on(Button.Pressed, "#change-revert")
@@ -868,26 +649,23 @@ class EvolveConsole(App[None]):
 
     @work(group="actions", exit_on_error=False)
     async def ask_revert(self, change: ChangeEntry) -> None:
-        impact = await self.client.get(f"/v1/changes/{change.key}/impact")
-        question = f"Revert {change.key[:10]} “{short(change.subject, 60)}”?"
+        impact = await decisions.revert_impact(self.client, change)
 
         def chosen(choice: RevertChoice | None) -> None:
             if choice is not None:
                 self.revert_change(change, choice)
 
-        self.push_screen(RevertScreen(question, change.files, impact, self.name_session), chosen)
+        self.push_screen(
+            RevertScreen(decisions.revert_question(change), change.files, impact, self.name_session), chosen
+        )
 
     @work(group="actions", exit_on_error=False)
     async def revert_change(self, change: ChangeEntry, choice: RevertChoice) -> None:
-        body = {"refresh": choice.refresh, "together": choice.together}
-        try:
-            result = await self.client.post(f"/v1/changes/{change.key}/revert", body)
-        except EngineError as exc:
-            self.toast(f"revert refused: {exc}", severity="error")
+        outcome = await decisions.revert(self.client, change, choice)
+        if outcome.refused:
+            self.toast(outcome.text, severity="error")
             return
-        refreshed = result.get("refreshed") or []
-        also = f", {len(refreshed)} session(s) refreshed" if refreshed else ""
-        self.notify(f"reverted {change.key[:10]} with {result['sha'][:10]}{also}", timeout=6)
+        self.notify(outcome.text, timeout=6)
         await self.reload(Part.CHANGES)
 
     @on(Button.Pressed, "#change-reject")
@@ -904,8 +682,7 @@ class EvolveConsole(App[None]):
 
     @work(group="actions", exit_on_error=False)
     async def reject_change(self, change: ChangeEntry, reason: str) -> None:
-        await self.client.post(f"/v1/pending/{change.pending_id}/reject", {"reason": reason or None})
-        self.notify(f"rejected: {change.subject}", timeout=5)
+        self.notify(await decisions.reject(self.client, change, reason), timeout=5)
         await self.reload(Part.CHANGES)
 
     def action_replay(self) -> None:
@@ -929,17 +706,7 @@ class EvolveConsole(App[None]):
 
     @work(group="actions", exit_on_error=False)
     async def run_stage(self, request: dict[str, Any]) -> None:
-        result = await self.client.post(
-            f"/v1/stages/{request['stage']}",
-            {"context": request["context"], "session": request["session"]},
-            timeout=600,
-        )
-        summary = f"{request['stage']}: {len(result.get('hooks') or [])} hooks"
-        if result.get("failed"):
-            summary += f", failed: {', '.join(result['failed'])}"
-        if result.get("recovered"):
-            summary += ", recover stepped in"
-        self.push_screen(ResultScreen(summary, as_json(result.get("merged"))))
+        self.push_screen(ResultScreen(*await controls.run_stage(self.client, request)))
 
     def action_follow(self) -> None:
         table_id = TABLES.get(self.shown)
@@ -965,12 +732,7 @@ class EvolveConsole(App[None]):
             section = self.query_one("#hb-last", Section)
             self.push_screen(MoreScreen("last tick", section.full_text))
             return
-        pane = {
-            "runs": "#run-detail",
-            "stages": "#stage-detail",
-            "sessions": "#session-detail",
-            "tools": "#tool-detail",
-        }.get(self.shown)
+        pane = DETAILS.get(self.shown)
         if pane is None:
             return
         truncated = self.query_one(pane, DetailPane).truncated
@@ -983,10 +745,7 @@ class EvolveConsole(App[None]):
         status = self.model.status
         if status is None:
             return
-        lines = [f"error: {e}" for e in status.config_errors] + [
-            f"warning: {w}" for w in status.config_warnings
-        ]
-        self.push_screen(MoreScreen("the engine's configuration problems", "\n\n".join(lines) or "(none)"))
+        self.push_screen(MoreScreen("the engine's configuration problems", problems_text(status)))
 
     @on(Line.Clicked, "#connection")
     def connection_clicked(self) -> None:
@@ -1012,63 +771,18 @@ class EvolveConsole(App[None]):
         view.set_wide(not view.wide)
 
     def action_diff_split(self) -> None:
-        view = self.query_one(ChangesView)
-        diff = self.query_one("#change-detail", DiffView)
-        if diff.split:
-            diff.set_split(False)
-            return
-        if not diff.split_fits():
-            if view.full_width() < MIN_SPLIT:
-                self.notify(
-                    f"side by side needs {MIN_SPLIT} columns for the diff; at the full width it has "
-                    f"{view.full_width()}: widen the terminal",
-                    title="too narrow",
-                    severity="warning",
-                    timeout=6,
-                )
-                return
-            view.set_wide(True)  # the table goes out of the way to make room
-        diff.set_split(True)
+        self.query_one(ChangesView).toggle_split()
 
     def action_diff_file(self) -> None:
-        diff = self.query_one("#change-detail", DiffView)
-        if diff.whole is not None:
-            diff.show_diff()
-            return
-        change, file = self.selected_change(), diff.current_file()
-        if change is None or change.key != self.query_one(ChangesView).shown_key:
-            return
-        if file is None:
-            self.notify("this change has no file to show", timeout=4)
-        elif file.binary:
-            self.notify(f"{file.path} is a binary file: it cannot be shown", timeout=5)
-        elif file.new_path is None:
-            self.notify(f"this change deleted {file.path}: the diff shows all of it", timeout=5)
-        else:
+        change = self.selected_change()
+        file = self.query_one(ChangesView).file_to_show(change)
+        if change is not None and file is not None:
             self.load_whole_file(change, file)
 
     @work(exclusive=True, group="change-file", exit_on_error=False)
     async def load_whole_file(self, change: ChangeEntry, file: FileDiff) -> None:
-        if change.pending_id:
-            pending = await self.client.get(f"/v1/pending/{change.pending_id}")
-            content, note = pending.get("content") or "", "as it would be once approved"
-        else:
-            found = FileAtChange.from_dict(
-                await self.client.request(
-                    "GET",
-                    f"/v1/changes/{change.key}/file",
-                    params={"path": file.new_path, "old_path": file.old_path},
-                )
-            )
-            if found.binary:
-                self.notify(f"{file.path} is a binary file: it cannot be shown", timeout=5)
-                return
-            content, note = found.content or "", f"as {found.sha[:10]} left it"
-            if found.truncated:
-                note += " (cut at 2,000,000 characters)"
-        diff = self.query_one("#change-detail", DiffView)
-        if self.query_one(ChangesView).shown_key == change.key and diff.whole is None:
-            diff.show_whole(file.path, content, f"{file.path}, whole, {note}; o: back to the diff")
+        whole = await whole_file(self.client, change, file)
+        self.query_one(ChangesView).show_whole(change.key, file, whole)
 
     # ---- errors of workers ------------------------------------------------------------------
 

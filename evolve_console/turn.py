@@ -18,6 +18,7 @@ from textual.screen import ModalScreen
 from engine.protocol import HookRun, SessionInfo, StageResult, ToolCall
 from engine.protocol.records import Provenance
 
+from .client import EngineClient, EngineError
 from .detail import DetailPane, Part
 from .format import as_json, clock_time, date_time, duration
 from .keybar import KeyBar
@@ -35,6 +36,57 @@ class Turn:
     call: ToolCall | None
     runs: list[HookRun]  # the session's hook runs in the turn, oldest first
     session: SessionInfo | None
+
+
+async def load_turn(client: EngineClient, change: ChangeEntry) -> Turn | None:
+    """The turn that made `change`, from the engine: the session's tool calls, hook runs and stage
+    dispatches, and the session itself (None when the engine no longer has it). None when the
+    change was not made by the agent in a session."""
+    session = change.session
+    if not session:
+        return None
+    calls = [
+        ToolCall.from_dict(c)
+        for c in (await client.get("/v1/tool-calls", session=session, limit=500))["tool_calls"]
+    ]
+    runs = [
+        HookRun.from_dict(r)
+        for r in reversed((await client.get("/v1/runs", session=session, limit=1000))["runs"])
+    ]
+    dispatches = [
+        StageResult.from_dict(d)
+        for d in (await client.get("/v1/dispatches", session=session, limit=1000))["dispatches"]
+    ]
+    try:
+        info: SessionInfo | None = SessionInfo.from_dict(await client.get(f"/v1/sessions/{session}"))
+    except EngineError:
+        info = None
+    return assemble_turn(change, calls, runs, dispatches, info)
+
+
+def assemble_turn(
+    change: ChangeEntry,
+    calls: list[ToolCall],
+    runs: list[HookRun],
+    dispatches: list[StageResult],
+    session: SessionInfo | None,
+) -> Turn:
+    """The turn of `change` from its session's records (`runs` oldest first): the call that made it
+    (`making_call`), and the hook runs of that call's turn; without a call, of the turn around the
+    time the change records."""
+    call = making_call(change, calls)
+    at = call.started_at if call else (change.provenance.at if change.provenance else change.time or 0.0)
+    return Turn(change, call, turn_runs(runs, dispatches, call.turn if call else None, at), session)
+
+
+def making_call(change: ChangeEntry, calls: list[ToolCall]) -> ToolCall | None:
+    """The tool call that made `change`: the one that recorded its commit, or the one with the call
+    id its provenance (else its `call` trailer) names."""
+    call_id = (change.provenance.call_id if change.provenance else None) or change.trailers.get("call")
+    return next(
+        (c for c in calls if (change.sha and c.commit == change.sha) or (call_id and c.call_id == call_id)),
+        None,
+    )
 
 
 def turn_runs(

@@ -12,8 +12,10 @@ from textual.app import ComposeResult
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button
 
+from ..changesource import WholeFile
 from ..detail import Part
-from ..diffview import DiffView, Prepared
+from ..diffmodel import FileDiff
+from ..diffview import MIN_SPLIT, DiffView, Prepared
 from ..format import as_json, clock_time, date_time, preview, short
 from ..model import ChangeEntry
 from ..table import KeyedTable
@@ -163,6 +165,62 @@ class ChangesView(Vertical):
         """The diff's width at the full width of the view (its text: without padding and scrollbar)."""
         diff = self.query_one(DiffView)
         return self.size.width - (diff.outer_size.width - diff.scrollable_size.width)
+
+    def toggle_split(self) -> None:
+        """Side by side, or unified again. Side by side needs MIN_SPLIT columns: the table goes out
+        of the way when that makes room; when even the full width is too narrow, the operator is
+        told so and nothing changes."""
+        diff = self.query_one(DiffView)
+        if diff.split:
+            diff.set_split(False)
+            return
+        if not diff.split_fits():
+            if self.full_width() < MIN_SPLIT:
+                self.notify(
+                    f"side by side needs {MIN_SPLIT} columns for the diff; at the full width it has "
+                    f"{self.full_width()}: widen the terminal",
+                    title="too narrow",
+                    severity="warning",
+                    timeout=6,
+                )
+                return
+            self.set_wide(True)  # the table goes out of the way to make room
+        diff.set_split(True)
+
+    def file_to_show(self, change: ChangeEntry | None) -> FileDiff | None:
+        """The whole file or the diff again: from a whole file, back to the diff (None); else the
+        file at the top of the pane, to be fetched and shown whole, if `change` (the selected one)
+        is the change shown and that file can be shown whole (when not, the operator is told why)."""
+        diff = self.query_one(DiffView)
+        if diff.whole is not None:
+            diff.show_diff()
+            return None
+        file = diff.current_file()
+        if change is None or change.key != self.shown_key:
+            return None
+        if file is None:
+            self.notify("this change has no file to show", timeout=4)
+        elif file.binary:
+            self._binary(file)
+        elif file.new_path is None:
+            self.notify(f"this change deleted {file.path}: the diff shows all of it", timeout=5)
+        else:
+            return file
+        return None
+
+    def show_whole(self, key: str, file: FileDiff, whole: WholeFile) -> None:
+        """`file` of the change `key` whole, if that change is still the one shown and its diff is."""
+        if whole.binary:
+            self._binary(file)
+            return
+        diff = self.query_one(DiffView)
+        if self.shown_key == key and diff.whole is None:
+            diff.show_whole(
+                file.path, whole.content, f"{file.path}, whole, {whole.note}; o: back to the diff"
+            )
+
+    def _binary(self, file: FileDiff) -> None:
+        self.notify(f"{file.path} is a binary file: it cannot be shown", timeout=5)
 
 
 def short_subject(c: ChangeEntry) -> str:

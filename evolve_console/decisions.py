@@ -1,0 +1,74 @@
+"""The operator's decisions on a change: approve it, revert it (refreshing the sessions frozen under
+it, reverting later changes together with it), or reject a held one with a reason. Each makes the
+engine's API call and returns what the operator is told; the app asks first (the dialogs) and shows
+the answer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from .client import EngineClient, EngineError
+from .format import short
+from .model import ChangeEntry
+from .screens import RevertChoice
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """What the operator is told of a decision; `refused` when the engine would not make it (an
+    error, to be read whole)."""
+
+    text: str
+    refused: bool = False
+
+
+def approve_question(change: ChangeEntry) -> tuple[str, str] | None:
+    """The question (and its detail) to confirm before approving `change`: only a reverted change
+    asks, since approving it does not bring it back."""
+    if change.state != "reverted":
+        return None
+    return (
+        f"Approve “{short(change.subject, 50)}”, which was reverted?",
+        f"It was undone by {str(change.reverted_by)[:10]}; approving it records that you "
+        "looked at it and found it good. It stays reverted.",
+    )
+
+
+async def approve(client: EngineClient, change: ChangeEntry) -> str:
+    """Approve `change`: a held change is installed, a commit gets its approval noted."""
+    if change.pending_id:
+        await client.post(f"/v1/pending/{change.pending_id}/approve")
+        return f"approved and installed: {change.subject}"
+    await client.post(f"/v1/changes/{change.key}/approve")
+    return f"approved {change.key[:10]}: {change.subject}"
+
+
+def revert_question(change: ChangeEntry) -> str:
+    return f"Revert {change.key[:10]} “{short(change.subject, 60)}”?"
+
+
+async def revert_impact(client: EngineClient, change: ChangeEntry) -> dict[str, Any]:
+    """What reverting `change` touches: the sessions frozen under it, the later changes to its files
+    (and the sessions frozen under those)."""
+    impact: dict[str, Any] = await client.get(f"/v1/changes/{change.key}/impact")
+    return impact
+
+
+async def revert(client: EngineClient, change: ChangeEntry, choice: RevertChoice) -> Outcome:
+    """Revert `change` as the operator chose; refused (a conflict with later changes, say) with the
+    engine's explanation."""
+    body = {"refresh": choice.refresh, "together": choice.together}
+    try:
+        result = await client.post(f"/v1/changes/{change.key}/revert", body)
+    except EngineError as exc:
+        return Outcome(f"revert refused: {exc}", refused=True)
+    refreshed = result.get("refreshed") or []
+    also = f", {len(refreshed)} session(s) refreshed" if refreshed else ""
+    return Outcome(f"reverted {change.key[:10]} with {result['sha'][:10]}{also}")
+
+
+async def reject(client: EngineClient, change: ChangeEntry, reason: str) -> str:
+    """Reject the held `change`; an empty `reason` is none."""
+    await client.post(f"/v1/pending/{change.pending_id}/reject", {"reason": reason or None})
+    return f"rejected: {change.subject}"

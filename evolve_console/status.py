@@ -1,0 +1,102 @@
+"""What the console says of the state of things in a line: the connection bar at the top, the runs'
+count line, the view bar's badges, and the engine's configuration problems in full.
+
+Pure functions of the model and plain values (the time, when the engine stopped or last answered,
+the runs table's state): no widget, so each is tested on plain data."""
+
+from __future__ import annotations
+
+from rich.text import Text
+
+from engine.protocol import EngineStatus
+
+from .format import ago, clock_time, short
+from .model import ConsoleModel
+
+
+def connection_line(
+    model: ConsoleModel,
+    workspace: str | None,
+    now: float,
+    down_since: float | None,
+    heard_at: float | None,
+) -> Text:
+    """The top bar: the engine, opencode, the workspace, and the engine's problems. While the engine
+    does not answer, what only it knew is shown as last known, dimmed, with its time.
+
+    `workspace`: the workspace the console was started for (None: only an address), which tells how
+    to start the engine; `down_since`: when the engine stopped answering; `heard_at`: when it last
+    answered."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    if model.connected:
+        text.append(" engine ● connected ", style="bold reverse green")
+    else:
+        down = f" for {ago(now - down_since)}" if down_since else ""
+        text.append(f" engine ○ down{down} ", style="bold reverse red")
+    shown = (model.status.workspace if model.status else None) or workspace
+    if shown:
+        text.append(f" {shown} ", style="bold")
+    if not model.connected:
+        if workspace:
+            text.append(f" start it: evolve serve --workspace {workspace} (or E) ", style="yellow")
+        else:
+            text.append(f" {short(model.detail, 80)} ", style="yellow")
+    opencode = model.status.opencode if model.status else []
+    stale = Text.assemble((f" (as of {clock_time(heard_at)} UTC)", "dim") if heard_at else ("", ""))
+    if opencode:
+        modes = ", ".join(sorted({str(c.mode) for c in opencode}))
+        style = "bold reverse green" if model.connected else "dim reverse"
+        text.append(f" opencode ● {len(opencode)} connected ({modes}) ", style=style)
+    else:
+        style = "bold reverse yellow" if model.connected else "dim reverse"
+        text.append(" opencode ○ not connected ", style=style)
+    if not model.connected and model.status is not None:
+        text.append_text(stale)
+    if model.connected:
+        text.append(f"  {model.detail}", style="dim")
+    errors = model.status.config_errors if model.status else []
+    if errors:
+        text.append(
+            f"  config: {len(errors)} error{'s' if len(errors) > 1 else ''}, last good config in use (c: read)",
+            style="bold red",
+        )
+    return text
+
+
+def runs_line(model: ConsoleModel, shown: int, following: bool, unseen: int) -> str:
+    """The line above the runs: the journal's counts, the runs received live, the rows shown
+    (`shown`), and the new ones below while the table does not follow (`unseen`)."""
+    counts, live = model.counts, model.events_seen["hook_run"]
+    text = (
+        f"{counts.get('runs', 0):,} runs in the journal · {counts.get('failed_runs', 0):,} failed · "
+        f"{live:,} received live · showing {shown:,}"
+    )
+    if not following and unseen:
+        text += f"  · +{unseen:,} new (g to follow)"
+    return text
+
+
+def badges(model: ConsoleModel) -> dict[str, str]:
+    """What waits for the operator, by view: failed runs not yet seen, changes held or unreviewed."""
+    found = {}
+    if model.failed_unseen:
+        found["runs"] = f"{model.failed_unseen} failed"
+    waiting = [
+        f"{n} {what}"
+        for n, what in ((model.pending_count, "pending"), (model.unreviewed_count, "unreviewed"))
+        if n
+    ]
+    if waiting:
+        found["changes"] = " · ".join(waiting)
+    return found
+
+
+def has_problems(status: EngineStatus | None) -> bool:
+    """Whether the engine reports configuration errors or warnings (`c` shows them)."""
+    return bool(status and (status.config_errors or status.config_warnings))
+
+
+def problems_text(status: EngineStatus) -> str:
+    """The engine's configuration errors and warnings in full, one paragraph each."""
+    lines = [f"error: {e}" for e in status.config_errors] + [f"warning: {w}" for w in status.config_warnings]
+    return "\n\n".join(lines) or "(none)"

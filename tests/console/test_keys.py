@@ -1,0 +1,114 @@
+"""Which key applies where, on plain values: no engine process, no Textual app.
+
+`applies` answers as Textual's `check_action`: True (the key acts), None (shown dimmed: nothing here
+for it to act on), False (not shown in this view). Every rule is a row of the table below."""
+
+from __future__ import annotations
+
+import pytest
+from textual.binding import Binding
+
+from engine.protocol import Change, PendingChange
+from evolve_console.app import EvolveConsole
+from evolve_console.keys import BINDINGS, Where, applies
+from evolve_console.model import ChangeEntry
+from evolve_console.views import VIEWS
+
+
+def commit(state: str = "unreviewed", origin: str = "agent") -> ChangeEntry:
+    return ChangeEntry.commit(
+        Change(
+            sha="a" * 40,
+            time=1.0,
+            message="edit prompt chat.md",
+            subject="edit prompt chat.md",
+            trailers={},
+            files=["prompts/chat.md"],
+            origin=origin,
+            state=state,
+        )
+    )
+
+
+def held(state: str = "pending") -> ChangeEntry:
+    return ChangeEntry.pending(
+        PendingChange(
+            id="p1",
+            file="prompts/chat.md",
+            base_sha256="0" * 64,
+            message="edit prompt chat.md",
+            tool="evolve_prompt_edit",
+            session="ses_a",
+            call_id="call_1",
+            hook=None,
+            created_at=1.0,
+            content=None,
+            status=state,
+        )
+    )
+
+
+ALL_VIEWS = [view for view, _, _ in VIEWS]
+CHANGES = Where("changes")
+
+RULES: list[tuple[str, Where, bool | None]] = [
+    # Following new rows: the tables that grow; failures only: the runs.
+    *[("follow", Where(v), v in ("runs", "stages", "changes", "tools")) for v in ALL_VIEWS],
+    *[("toggle_failures", Where(v), v == "runs") for v in ALL_VIEWS],
+    # See more: the views with a detail pane that cuts (the changes' diff does not).
+    *[("more", Where(v), v != "changes") for v in ALL_VIEWS],
+    *[("toggle_schemas", Where(v), v == "sessions") for v in ALL_VIEWS],
+    *[("toggle_needs_review", Where(v), v == "changes") for v in ALL_VIEWS],
+    *[("open", Where(v), v in ("runs", "tools", "changes", "stages")) for v in ALL_VIEWS],
+    # Reading a diff: only in the changes view; the whole file needs a change.
+    *[(a, Where(v), v == "changes") for a in ("diff_wide", "diff_split") for v in ALL_VIEWS],
+    ("diff_file", Where("runs", commit()), False),
+    ("diff_file", CHANGES, None),
+    ("diff_file", Where("changes", commit()), True),
+    # Escape: out of a text field, or back along the trail.
+    ("go_back", Where("runs"), False),
+    ("go_back", Where("runs", back=True), True),
+    ("go_back", Where("sessions", typing=True), True),
+    ("problems", Where("runs"), False),
+    ("problems", Where("heartbeat", problems=True), True),
+    # Starting the engine: only when it is down and the console knows its workspace.
+    ("start_engine", Where("runs"), False),
+    ("start_engine", Where("runs", workspace=True), True),
+    ("start_engine", Where("runs", connected=True, workspace=True), False),
+    # Decisions on a change: dimmed in the changes view without one, absent elsewhere.
+    *[(a, CHANGES, None) for a in ("approve", "revert", "reject", "replay")],
+    *[(a, Where("runs"), False) for a in ("approve", "revert", "reject", "replay")],
+    ("approve", Where("changes", commit()), True),
+    ("approve", Where("changes", commit("reverted")), True),  # asks first
+    ("approve", Where("changes", held()), True),
+    ("approve", Where("changes", held("rejected")), None),
+    ("approve", Where("changes", held("stale")), None),
+    ("revert", Where("changes", commit()), True),
+    ("revert", Where("changes", commit("none", origin="initial")), None),
+    ("revert", Where("changes", held()), None),
+    ("reject", Where("changes", held()), True),
+    ("reject", Where("changes", held("rejected")), None),
+    ("reject", Where("changes", commit()), None),
+    ("replay", Where("changes", commit("reverted")), True),
+    ("replay", Where("changes", held("rejected")), True),
+    # The rest apply everywhere.
+    *[
+        (a, Where(v), True)
+        for a in ("quit", "show_tab", "fire_heartbeat", "toggle_pause", "run_stage", "focus_filter")
+        for v in ALL_VIEWS
+    ],
+    ("open_session", Where("heartbeat"), True),
+]
+
+
+@pytest.mark.parametrize(("action", "where", "expected"), RULES)
+def test_which_key_applies_where(action: str, where: Where, expected: bool | None) -> None:
+    assert applies(action, where) is expected
+
+
+def test_each_key_names_an_action_of_the_console_and_the_rules_name_only_those() -> None:
+    bound = {b.action.split("(")[0] for b in BINDINGS if isinstance(b, Binding)}
+    missing = sorted(a for a in bound if not callable(getattr(EvolveConsole, f"action_{a}", None)))
+    assert not missing, f"keys bound to actions the console does not have: {missing}"
+    named = {action for action, _, _ in RULES} - {"open_session"}  # the palette's, not a key's
+    assert named <= bound, f"rules for actions no key has: {sorted(named - bound)}"
