@@ -25,6 +25,7 @@ PROMPT_CONTRACT: dict[str, str] = {
     "recover": "recover.md",
 }
 PROMPT_FILES = tuple(PROMPT_CONTRACT.values())
+_PROMPTS: dict[str, tuple[tuple[int, int, int, int], str]] = {}  # path -> (its stat key, its text)
 
 
 @dataclass(frozen=True)
@@ -65,13 +66,24 @@ class Workspace:
         return private_dir(self.state_dir)
 
     def read_prompts(self) -> dict[str, str]:
-        """Contract stage -> file content, for the files that can be read (missing ones are omitted)."""
+        """Contract stage -> file content, for the files that can be read (missing ones are omitted).
+
+        Read for every stage dispatch: a file whose inode, size, and modification and change times
+        are those of its last read is not read again."""
         out: dict[str, str] = {}
-        prompts = os.path.join(self.root, "prompts")  # read for every stage: plain os paths are cheaper
+        prompts = os.path.join(self.root, "prompts")  # plain os paths are cheaper
         for stage, name in PROMPT_CONTRACT.items():
+            path = os.path.join(prompts, name)
             try:
-                with open(os.path.join(prompts, name), encoding="utf-8", errors="replace") as f:
-                    out[stage] = f.read()
+                st = os.stat(path)
+                key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+                cached = _PROMPTS.get(path)
+                if cached is not None and cached[0] == key:
+                    out[stage] = cached[1]
+                    continue
+                with open(path, encoding="utf-8", errors="replace") as f:
+                    out[stage] = text = f.read()
+                _PROMPTS[path] = (key, text)
             except OSError:
                 continue
         return out

@@ -353,3 +353,19 @@ def test_concurrent_updates_of_different_keys_all_land(state: StateFile) -> None
         assert data[f"thread_{t}"] == rounds - 1
         assert all(data[f"thread_{t}_round_{r}"] is True for r in range(rounds))
     assert listing(state) == ["evolve.json"]
+
+
+def test_read_prompts_sees_a_rewrite_of_the_same_size_in_the_same_instant(tmp_path: Path) -> None:
+    """Prompts are kept between reads by their stat: a change of content that keeps the size and
+    the modification time (an editor restoring it) is still seen, through the change time."""
+    ws = Workspace(tmp_path)
+    (tmp_path / "prompts").mkdir()
+    chat = tmp_path / "prompts" / "chat.md"
+    chat.write_text("aaaa", encoding="utf-8")
+    first = chat.stat()
+    assert ws.read_prompts()["chat"] == "aaaa"
+    chat.write_text("bbbb", encoding="utf-8")
+    os.utime(chat, ns=(first.st_atime_ns, first.st_mtime_ns))  # same size, same mtime
+    assert ws.read_prompts()["chat"] == "bbbb"
+    chat.unlink()
+    assert "chat" not in ws.read_prompts()
