@@ -42,6 +42,7 @@ from engine.protocol.records import (
 
 HISTORY_LIMIT: Final = 500  # records each table is filled with from the journal (or git)
 MAX_ROWS: Final = 1000  # rows a live table keeps (the journal keeps everything)
+ALERT_QUIET_S: Final = 60.0  # a hook's failure alerts again only after this long without one
 
 # What a payload that does not parse raises (a newer or older engine's shape).
 _UNPARSED = (TypeError, ValueError, KeyError, AttributeError)
@@ -212,7 +213,7 @@ class ConsoleModel:
         self.changes: dict[str, ChangeEntry] = {}  # commits oldest first, then pending changes
         self.tool_calls: dict[str, ToolCall] = {}  # the tool calls shown, oldest first
         self.failed_unseen = 0  # failed runs that arrived since the operator last looked at the runs
-        self._failing: dict[tuple[str, str], bool] = {}  # (hook, stage) -> whether its last run failed
+        self._last_failed: dict[tuple[str, str], float] = {}  # (hook, stage) -> its last failure's time
         self.stale: set[Part] = set()  # parts to fetch again, once connected
         self._waiting: list[Event] = []  # received, not yet applied
         self._live: deque[tuple[int, HookRun]] = deque(maxlen=MAX_ROWS)  # runs applied, by seq
@@ -353,14 +354,16 @@ class ConsoleModel:
 
     def _watch_failures(self, run: HookRun, update: Update) -> None:
         """Count failed runs the operator has not seen, and alert when a hook starts failing at a
-        stage (its first failure there, or the first after it worked)."""
+        stage: its first failure there, or the first after ALERT_QUIET_S without one. (A hook that
+        fails now and then, between successes, alerts once, not at every failure.)"""
+        if run.error is None:
+            return
+        self.failed_unseen += 1
         key = (run.hook, run.stage)
-        failed = run.error is not None
-        if failed:
-            self.failed_unseen += 1
-            if not self._failing.get(key, False):
-                update.alerts.append(f"hooks/{run.hook} started failing at {run.stage}: {run.error}")
-        self._failing[key] = failed
+        last = self._last_failed.get(key)
+        if last is None or run.started_at - last > ALERT_QUIET_S:
+            update.alerts.append(f"hooks/{run.hook} started failing at {run.stage}: {run.error}")
+        self._last_failed[key] = run.started_at
 
     def looked_at_runs(self) -> None:
         """The operator is looking at the hook runs: the failures so far are seen."""

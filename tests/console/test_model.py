@@ -335,9 +335,20 @@ def test_failures_are_counted_until_looked_at_and_a_hook_that_starts_failing_ale
     assert model.failed_unseen == 2
     model.looked_at_runs()
     assert model.failed_unseen == 0
+    # A hook that fails now and then, between successes, does not alert at each failure.
     update = model.apply_events([run(5, "a.py", "idle", None), run(6, "a.py", "idle", "timeout")])
-    assert update.alerts == ["hooks/a.py started failing at idle: timeout"], "failing again after working"
+    assert update.alerts == [], "a failure soon after the last one is the same trouble"
     assert model.failed_unseen == 1
+    # A failure a while after the last one alerts again.
+    later = event(
+        7,
+        EventKind.HOOK_RUN,
+        {"id": "r7", "stage": "idle", "hook": "a.py", "started_at": 70.0, "error": "exit 2"},
+    )
+    update = model.apply_events([later])
+    assert update.alerts == ["hooks/a.py started failing at idle: exit 2"], (
+        "failing again after a quiet while"
+    )
 
 
 def test_tool_calls_come_from_their_start_and_end_events() -> None:
