@@ -26,6 +26,7 @@ PROMPT_CONTRACT: dict[str, str] = {
 }
 PROMPT_FILES = tuple(PROMPT_CONTRACT.values())
 _PROMPTS: dict[str, tuple[tuple[int, int, int, int], str]] = {}  # path -> (its stat key, its text)
+PROMPTS_KEPT = 100  # prompt files whose text is kept between reads
 
 
 @dataclass(frozen=True)
@@ -83,6 +84,8 @@ class Workspace:
                     continue
                 with open(path, encoding="utf-8", errors="replace") as f:
                     out[stage] = text = f.read()
+                if len(_PROMPTS) >= PROMPTS_KEPT:  # replays read throwaway copies: keep it bounded
+                    _PROMPTS.clear()
                 _PROMPTS[path] = (key, text)
             except OSError:
                 continue

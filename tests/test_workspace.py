@@ -369,3 +369,15 @@ def test_read_prompts_sees_a_rewrite_of_the_same_size_in_the_same_instant(tmp_pa
     assert ws.read_prompts()["chat"] == "bbbb"
     chat.unlink()
     assert "chat" not in ws.read_prompts()
+
+
+def test_the_prompts_kept_between_reads_are_bounded(tmp_path: Path) -> None:
+    """Replays read the prompts of many throwaway copies: what is kept of them does not grow."""
+    from engine import workspace
+
+    for n in range(workspace.PROMPTS_KEPT):
+        copy = tmp_path / f"copy{n}"
+        (copy / "prompts").mkdir(parents=True)
+        (copy / "prompts" / "chat.md").write_text(f"chat {n}", encoding="utf-8")
+        assert Workspace(copy).read_prompts() == {"chat": f"chat {n}"}
+    assert len(workspace._PROMPTS) <= workspace.PROMPTS_KEPT
