@@ -38,6 +38,7 @@ RETRY_AFTER_S = 60.0  # after a server could not start, its hooks start cold thi
 START_TIMEOUT_S = 5.0  # a forked child not started by then: the server is given up, the run goes cold
 CHECK_EVERY_S = 1.0  # how often a server's interpreter files are compared with what it loaded
 REPROBE_EVERY_S = 10.0  # how often a `#!` line resolved through a script (a shim) is resolved again
+UNWANTED_GRACE_S = 1.0  # between SIGTERM and SIGKILL to a child whose run was given up as it started
 STOP_TIMEOUT_S = 3.0  # for a server to end its runs and exit once the engine closes its socket
 HEADER_LIMIT = 256  # the kernel reads no more of a `#!` line
 _PYTHON = re.compile(rb"python[0-9.]*")
@@ -233,6 +234,7 @@ class Zygote:
         self.inserts_path0 = False
         self.comm_is_script = False
         self._stopped: asyncio.Task[None] | None = None
+        self._ending: set[asyncio.Task[None]] = set()
         self._loop.add_reader(sock.fileno(), self._readable)
         self._output = [
             asyncio.ensure_future(self._log_output(stream, name))
@@ -328,6 +330,7 @@ class Zygote:
         # Every fd belongs to a _Pipe from here on: closing one twice is harmless.
         files = [_Pipe(stdin_r), _Pipe(stdin_w)]
         why: str | None = "not started"
+        sent = False
         try:
             for _ in range(2):
                 read_end, write_end = os.pipe2(os.O_CLOEXEC)
@@ -347,6 +350,7 @@ class Zygote:
             await self._send(
                 b"R" + b"\0".join(fields), [f.fileno() for f in (stdin_r_f, stdout_w_f, stderr_w_f)]
             )
+            sent = True
             for f in (stdin_r_f, stdout_w_f, stderr_w_f):
                 f.close()  # the child has them now; their EOF must be the child's
             why = await asyncio.wait_for(asyncio.shield(proc.started), START_TIMEOUT_S)
@@ -356,16 +360,46 @@ class Zygote:
         except OSError as exc:
             proc._not_started(f"cannot reach the server: {exc}")
             why = f"cannot reach the server: {exc}"
+        except asyncio.CancelledError:
+            if sent:
+                # Given up (the engine stopping, a heartbeat stopped) after the server was asked: its
+                # child may be starting, and must not run on unsupervised. The task cleans up.
+                ending = asyncio.ensure_future(self._end_unwanted(proc, files))
+                self._ending.add(ending)  # held: the loop keeps only a weak reference to a task
+                ending.add_done_callback(self._ending.discard)
+                why = None
+            raise
         finally:
             if why is not None:
-                self._runs.pop(run, None)
-                proc.close()
-                for f in files:
-                    f.close()
+                self._forget(proc, files)
         if why is not None:
             log.warning("hooks: warm start of %s failed (%s); started cold", path, why)
             return None
         return proc
+
+    def _forget(self, proc: WarmProcess, files: Sequence[_Pipe]) -> None:
+        self._runs.pop(proc.run, None)
+        proc.close()
+        for f in files:
+            f.close()
+
+    async def _end_unwanted(self, proc: WarmProcess, files: Sequence[_Pipe]) -> None:
+        """End the child of a run given up before it was known to start, as the runner ends a run it
+        gives up: SIGTERM to its process group, SIGKILL after a grace period."""
+        try:
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(proc.started), START_TIMEOUT_S)
+            if not proc.started.done():
+                self.abandon(f"no child started within {START_TIMEOUT_S:g} s")
+            if proc.started.done() and proc.started.result() is None and proc.pid:
+                for sig in (signal.SIGTERM, signal.SIGKILL):
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(proc.pid, sig)
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(proc.wait(), UNWANTED_GRACE_S)
+                        break
+        finally:
+            self._forget(proc, files)
 
     async def _connect(self, proc: WarmProcess, stdin: Any, stdout: Any, stderr: Any) -> None:
         loop = self._loop

@@ -704,3 +704,49 @@ def test_closing_ends_the_servers_and_their_runs_and_reaps_them(ws: Path, tmp_pa
     assert wait_gone(hook_pid, *servers)
     assert isinstance(result, HookRun) and result.error is not None
     assert not [p for p, state in children_of(os.getpid()) if state == "Z"]
+
+
+def test_a_run_cancelled_while_its_child_starts_leaves_no_process(ws: Path, tmp_path: Path) -> None:
+    """The engine may give a run up (the heartbeat stopping, the engine closing) at any moment,
+    also between asking the server for a child and hearing that it started: whenever it does, the
+    hook does not go on running unsupervised."""
+    hook = write_hook(
+        ws,
+        "sleepy.py",
+        "import os, sys, time\nopen(sys.argv[1] + '.pid', 'w').write(str(os.getpid()))\ntime.sleep(60)\n",
+    )
+
+    async def main(warm: WarmStarts) -> tuple[list[int], list[int]]:
+        assert await warm.prepare(str(hook), cwd=str(ws), env=None)
+        # Cancelled after 0 to 39 turns of the event loop (before the request, between the request
+        # and the start), then after real time (while it runs).
+        waits: list[int | float] = [*range(40), 0.005, 0.02, 0.1]
+        for number, wait in enumerate(waits):
+            running = asyncio.ensure_future(
+                run_process(
+                    [str(hook), f"s{number}"],
+                    cwd=ws,
+                    env=None,
+                    stdin=b"{}",
+                    timeout_ms=60_000,
+                    stdout_limit=1 << 20,
+                    warm=warm,
+                )
+            )
+            if isinstance(wait, float):
+                await asyncio.sleep(wait)
+            for _ in range(wait if isinstance(wait, int) else 0):
+                await asyncio.sleep(0)
+            running.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await running
+        await asyncio.sleep(1)  # a child that started writes its pid at once
+        pids = [int(f.read_text()) for f in ws.glob("s*.pid") if f.read_text()]
+        # Checked while the servers still run: closing them ends whatever they started.
+        await asyncio.to_thread(wait_gone, *pids)
+        left = [p for p in pids if pid_alive(p)]
+        return pids, left
+
+    pids, left = with_warm(tmp_path, main)
+    assert pids, "no run got as far as starting its hook: the test cancels too early"
+    assert not left, f"{len(left)} of {len(pids)} cancelled hooks still run"
