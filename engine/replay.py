@@ -391,6 +391,8 @@ class Replayer:
                     )
                 )
             out.append(stage_comparison(stage, compared, _note(self._journal, compared)))
+        if self._journal is not None:
+            await asyncio.to_thread(_name_sessions, self._journal, out)
         return out
 
     def _progress(self, record: ReplayResult, message: str, force: bool = False) -> None:
@@ -412,6 +414,21 @@ class Replayer:
         for old in kept[: max(len(kept) - KEEP_RESULTS, 0)]:
             with contextlib.suppress(OSError):
                 old.unlink()
+
+
+def _name_sessions(journal: Journal, stages: list[StageComparison]) -> None:
+    """Give each input its session's title, as the journal knows it now (an operator knows a
+    conversation by its title, not by its id)."""
+    titles: dict[str, str | None] = {}
+    for stage in stages:
+        for found in stage.comparisons:
+            if found.session is None:
+                continue
+            if found.session not in titles:
+                known = journal.session(found.session)
+                title = known.get("title") if known else None
+                titles[found.session] = title if isinstance(title, str) and title else None
+            found.session_title = titles[found.session]
 
 
 def _note(journal: Journal | None, compared: list[InputComparison]) -> str | None:

@@ -3,21 +3,19 @@ difference once, with the inputs that show it, and the failures with their error
 
 from __future__ import annotations
 
-import time
-
 from .protocol.records import (
     FieldDiff,
     InputComparison,
     ReplayResult,
     StageComparison,
     grouped_by_differences,
+    inputs_named,
 )
 from .worddiff import shorten
 
 ANSI = {"-": "\x1b[31m", "+": "\x1b[32m", "~": "\x1b[2m", "reset": "\x1b[0m"}
 MARKS = {"-": ("[-", "-]"), "+": ("{+", "+}"), "~": ("{~", "~}")}
 CONTEXT = 80  # unchanged characters shown on each side of a change
-SHOW_SOURCES = 3  # inputs named for a difference shared by several
 
 
 def render(result: ReplayResult, color: bool = False) -> str:
@@ -65,7 +63,7 @@ def _details(stage: StageComparison, color: bool) -> list[str]:
         out.append("")
         out.append(f"{stage.stage}: {len(changed)} of {stage.inputs} results changed")
         for diffs, sources in grouped_by_differences(list(changed)):
-            out.append(f"  in {_sources(sources)}:")
+            out.append(f"  in {inputs_named(sources)}:")
             for diff in diffs:
                 out.append(f"    {diff.label}{_absence(diff)}:")
                 out.extend("      " + line for line in marked(diff.segments, color).split("\n"))
@@ -80,25 +78,9 @@ def _details(stage: StageComparison, color: bool) -> list[str]:
             )
             groups.setdefault(key, []).append(c)
         for key, sources in groups.items():
-            out.append(f"  in {_sources(sources)}:")
+            out.append(f"  in {inputs_named(sources)}:")
             out.extend(f"    {line}" for line in key.split("\n"))
     return out
-
-
-def _sources(found: list[InputComparison]) -> str:
-    names = [_source(c) for c in found[:SHOW_SOURCES]]
-    more = len(found) - len(names)
-    text = ", ".join(names) + (f" and {more} more" if more else "")
-    return f"{len(found)} input{'' if len(found) == 1 else 's'} ({text})" if len(found) > 1 else text
-
-
-def _source(c: InputComparison) -> str:
-    parts = [c.source]
-    if c.session:
-        parts.append(f"session {c.session}")
-    if c.recorded_at:
-        parts.append(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(c.recorded_at)))
-    return parts[0] + (f" [{', '.join(parts[1:])}]" if len(parts) > 1 else "")
 
 
 def _absence(diff: FieldDiff) -> str:

@@ -30,13 +30,13 @@ from engine.protocol.records import (
     ReplayResult,
     StageComparison,
     grouped_by_differences,
+    inputs_named,
 )
 
 from .client import EngineClient, EngineError
 from .model import ChangeEntry
 
 CONTEXT = 160  # unchanged characters shown on each side of a change
-SHOW_SOURCES = 3  # inputs named for a difference that several share
 SEGMENT_STYLES = {"-": "bold red strike", "+": "bold green", "~": "dim italic"}
 
 
@@ -138,7 +138,7 @@ def _stage_details(stage: StageComparison) -> list[RenderableType]:
         )
         text.append("\n")
         for diffs, sources in grouped_by_differences(list(changed)):
-            text.append(f"in {_sources(sources)}:\n", style="bold")
+            text.append(f"in {inputs_named(sources)}:\n", style="bold")
             for diff in diffs:
                 text.append(f"  {diff.label}{_absence(diff)}\n", style="italic")
                 text.append_text(render_diff(diff.segments))
@@ -154,21 +154,10 @@ def _stage_details(stage: StageComparison) -> list[RenderableType]:
             lines = [*(f"before: {e}" for e in c.errors_before), *(f"after: {e}" for e in c.errors_after)]
             groups.setdefault("\n".join(lines), []).append(c)
         for errors, sources in groups.items():
-            text.append(f"in {_sources(sources)}:\n", style="bold")
+            text.append(f"in {inputs_named(sources)}:\n", style="bold")
             text.append("".join(f"  {line}\n" for line in errors.split("\n")), style="red")
         out.append(text)
     return out
-
-
-def _sources(found: list[InputComparison]) -> str:
-    names = [_source(c) for c in found[:SHOW_SOURCES]]
-    more = len(found) - len(names)
-    listed = ", ".join(names) + (f" and {more} more" if more else "")
-    return f"{len(found)} inputs ({listed})" if len(found) > 1 else listed
-
-
-def _source(c: InputComparison) -> str:
-    return f"{c.source} (session {c.session})" if c.session else c.source
 
 
 def _absence(diff: FieldDiff) -> str:

@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from engine.protocol.records import ReplayResult, StageComparison
+from engine.protocol.records import InputComparison, ReplayResult, StageComparison, inputs_named
 from engine.replay import ReplayError
 from engine.replay_inputs import Recorded, UnknownStage, choose
 from engine.runtime import Engine
@@ -490,6 +490,7 @@ def test_replay_without_an_engine_reads_the_journal_and_writes_nothing_else(tmp_
     async def record() -> None:
         async with started(ws, tmp_path) as engine:
             await record_requests(engine, 2)
+            engine.sessions.update("ses_0", title="Fix the flaky parser")
             await call(
                 engine,
                 "evolve_prompt_edit",
@@ -509,7 +510,31 @@ def test_replay_without_an_engine_reads_the_journal_and_writes_nothing_else(tmp_
     )
     assert proc.returncode == 0, proc.stderr
     result = ReplayResult.from_dict(json.loads(proc.stdout))
-    assert stage(result, "mutate_request").changed == 2
+    requests = stage(result, "mutate_request")
+    assert requests.changed == 2
+    titles = {c.session: c.session_title for c in requests.comparisons}
+    assert titles == {"ses_0": "Fix the flaky parser", "ses_1": None}, (
+        "sessions named as the operator knows them"
+    )
     assert (ws / "state" / "replays" / f"{result.target}.json").is_file()
     assert not (ws / "state" / "engine.json").exists(), "no engine was started"
     assert os.listdir(ws / "state" / "replays") == [f"{result.target}.json"]
+
+
+def test_the_inputs_of_a_difference_are_named_by_their_sessions_title() -> None:
+    at = 1_795_000_000.0
+    named = inputs_named(
+        [
+            InputComparison(
+                "dsp_1", "changed", recorded_at=at, session="ses_1", session_title="Fix the parser"
+            ),
+            InputComparison("dsp_2", "changed", session="ses_2"),
+            InputComparison("hooks/notes.py", "changed"),
+            InputComparison("dsp_4", "changed"),
+        ]
+    )
+    when = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(at))
+    assert named == (
+        f"4 inputs (dsp_1 [session “Fix the parser”, {when}], dsp_2 [session ses_2], hooks/notes.py and 1 more)"
+    )
+    assert inputs_named([InputComparison("dsp_2", "changed", session="ses_2")]) == "dsp_2 [session ses_2]"

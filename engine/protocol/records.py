@@ -556,6 +556,7 @@ class InputComparison(Record):
     status: str  # changed | unchanged | failed
     recorded_at: float | None = None
     session: str | None = None
+    session_title: str | None = None  # the session's title when the replay ran, if it had one
     errors_before: list[str] = field(default_factory=list)  # failed runs of the version before
     errors_after: list[str] = field(default_factory=list)
     diffs: list[FieldDiff] = field(default_factory=list)  # the fields that changed
@@ -566,6 +567,29 @@ class InputComparison(Record):
         known = _known(cls, data)
         known["diffs"] = [FieldDiff.from_dict(d) for d in known.get("diffs") or []]
         return cls(**known)
+
+
+SHOW_SOURCES = 3  # inputs named for a difference that several share
+
+
+def inputs_named(found: list[InputComparison]) -> str:
+    """The inputs that show one difference, as a replay names them: the first few with their session
+    and time, then how many more."""
+    names = [_input_name(c) for c in found[:SHOW_SOURCES]]
+    more = len(found) - len(names)
+    listed = ", ".join(names) + (f" and {more} more" if more else "")
+    return f"{len(found)} inputs ({listed})" if len(found) > 1 else listed
+
+
+def _input_name(c: InputComparison) -> str:
+    parts = []
+    if c.session_title:
+        parts.append(f"session “{c.session_title}”")
+    elif c.session:
+        parts.append(f"session {c.session}")
+    if c.recorded_at:
+        parts.append(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(c.recorded_at)))
+    return c.source + (f" [{', '.join(parts)}]" if parts else "")
 
 
 def grouped_by_differences(
