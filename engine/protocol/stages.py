@@ -93,23 +93,7 @@ LEGACY_NAME: Final = {
 
 HCP_NAME: Final = {legacy: canonical for canonical, legacy in LEGACY_NAME.items()}
 
-HCP_FIRED: Final = (
-    Stage.DISCOVER,
-    Stage.MUTATE_REQUEST,
-    Stage.BEFORE_TOOL,
-    Stage.AFTER_TOOL,
-    Stage.EXECUTE_TOOL,
-    Stage.BEFORE_TURN,
-    Stage.AFTER_TURN,
-    Stage.BEFORE_STOP,
-    Stage.ON_ERROR,
-    Stage.ON_PERMISSION,
-    Stage.HEARTBEAT,
-    Stage.OBSERVE_MESSAGE,
-    Stage.FORMAT_NOTIFICATION,
-    Stage.RECOVER,
-    Stage.COMPACTING,
-)
+HCP_FIRED: Final = HCP_STAGES
 """The canonical stages evolve fires for hcp hooks on opencode 1.18 (every one; what each can do there
 is in docs/hooks.md, "Conformance")."""
 
