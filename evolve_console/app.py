@@ -80,6 +80,7 @@ DETAILS = {
     "tools": "#tool-detail",
 }
 LONG_ERROR = 120  # characters beyond which an error's toast stays until clicked away
+HEALTH_TIMEOUT_S = 10.0  # after a request failed, an engine slower than this to answer counts as down
 STAYS = 24 * 3600.0  # "until dismissed": a toast that long is gone only when clicked
 
 
@@ -184,6 +185,16 @@ class EvolveConsole(App[None]):
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 5.0)
                 await self.rediscover()
+
+    @work(exclusive=True, group="engine-check", exit_on_error=False)
+    async def check_engine(self) -> None:
+        """After a request failed: the engine is down only if its health check fails too; then the
+        stream is followed anew (it may hang on a dead connection), which says when it is back."""
+        try:
+            await self.client.request("GET", "/v1/health", timeout=HEALTH_TIMEOUT_S)
+        except (EngineGone, EngineError) as exc:
+            self.post_message(ConnectionChanged(False, str(exc)))
+            self.follow_engine()
 
     async def rediscover(self) -> None:
         """A restarted engine has a new address or token: read its announcement again."""
@@ -791,7 +802,10 @@ class EvolveConsole(App[None]):
             return
         error = event.worker.error
         if isinstance(error, EngineGone):
-            self.post_message(ConnectionChanged(False, str(error)))
-            self.notify(str(error), severity="warning", timeout=5)
+            # One request lost (a connection closed as it was reused, a slow answer) does not mean
+            # the engine is gone, and saying so would stop the reloads while the stream goes on:
+            # only the health check says the engine is down.
+            self.notify(f"{event.worker.name or 'request'}: {error}", severity="warning", timeout=5)
+            self.check_engine()
         else:
             self.toast(f"{event.worker.name or 'error'}: {type(error).__name__}: {error}", severity="error")

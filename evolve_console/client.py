@@ -71,7 +71,14 @@ class EngineClient:
                 kwargs["json"] = json_body
             if timeout is not None:
                 kwargs["timeout"] = timeout
-            resp = await self._http.request(method, path, **kwargs)
+            try:
+                resp = await self._http.request(method, path, **kwargs)
+            except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
+                if method != "GET":
+                    raise
+                # A kept-alive connection the engine (or a proxy) closed just as it was reused: the
+                # request never reached it. A read is asked again, once, on a new connection.
+                resp = await self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise EngineGone(
                 f"the engine at {self.target.url} does not answer ({type(exc).__name__})"

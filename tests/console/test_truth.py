@@ -13,6 +13,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 from evolve_console.app import EvolveConsole
+from evolve_console.client import EngineGone
 from evolve_console.detail import DetailPane
 from evolve_console.screens import MoreScreen, RevertScreen, StageScreen
 from tests.console.conftest import (
@@ -21,6 +22,7 @@ from tests.console.conftest import (
     connection_text,
     drive,
     edit_prompt,
+    notifications,
     row_keys,
     select_row,
     settle,
@@ -147,6 +149,39 @@ def test_engine_down_shows_last_known_facts_how_long_and_how_to_start_it(engine:
         drive(engine, scenario)
     finally:  # the engine the console started is not the fixture's process: stop it here
         stop_workspace_engine(engine.workspace, engine.env)
+
+
+def test_a_request_lost_while_the_engine_answers_leaves_the_console_connected_and_current(
+    engine: EngineProcess,
+) -> None:
+    """A request that fails on the way (a kept-alive connection closed as it was reused) is not the
+    engine gone: the top bar stays connected and the views keep following the engine."""
+
+    async def scenario(app: EvolveConsole, pilot: Pilot[Any], seen: list[Message]) -> None:
+        await pilot.press("5")
+        changes = table(app, "changes")
+        await wait_until(pilot, lambda: len(changes.rows) >= 1, "the changes listed")
+        before = len(changes.rows)
+
+        async def lost() -> None:
+            raise EngineGone(f"the engine at {engine.url} does not answer (RemoteProtocolError)")
+
+        app.run_worker(lost(), name="load_change", group="change-detail", exit_on_error=False)
+        await wait_until(
+            pilot,
+            lambda: any("does not answer" in n[2] for n in notifications(seen)),
+            "the failed request told",
+        )
+        await pilot.pause(1.0)  # the health check answers
+        assert app.engine_connected and "engine ● connected" in connection_text(app), connection_text(app)
+        assert [n[2] for n in notifications(seen) if "does not answer" in n[2]] == [
+            f"load_change: the engine at {engine.url} does not answer (RemoteProtocolError)"
+        ], "what failed is named"
+
+        await asyncio.to_thread(edit_prompt, engine, "Answer plainly", "Answer tersely")
+        await wait_until(pilot, lambda: len(changes.rows) > before, "the new change listed")
+
+    drive(engine, scenario)
 
 
 def test_a_bad_config_is_named_and_readable_in_full(workspace: Path, start_engine: StartEngine) -> None:

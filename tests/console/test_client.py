@@ -1,0 +1,79 @@
+"""The console's client on a connection lost as it is reused: a server that answers once, keeps the
+connection, and closes it when the next request arrives without answering it (what a server does whose
+keep-alive time ends as the request is on its way). A read is asked again on a new connection; a
+command is not (it may have been done), and its failure says so."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from evolve_console.client import EngineClient, EngineGone, Target
+
+BODY = b'{"ok": true}'
+ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
+    len(BODY),
+    BODY,
+)
+
+
+class ClosingServer:
+    """Each connection: the first request answered and kept alive, the second dropped unanswered."""
+
+    def __init__(self) -> None:
+        self.connections = 0
+        self.requests: list[bytes] = []
+
+    async def serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.connections += 1
+        answered = 0
+        try:
+            while True:
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = next(
+                    (
+                        int(h.split(b":")[1])
+                        for h in head.split(b"\r\n")
+                        if h.lower().startswith(b"content-length")
+                    ),
+                    0,
+                )
+                await reader.readexactly(length)
+                self.requests.append(head.split(b"\r\n")[0])
+                if answered:
+                    break
+                writer.write(ANSWER)
+                await writer.drain()
+                answered += 1
+        except asyncio.IncompleteReadError:
+            pass
+        writer.close()
+
+
+def test_a_read_on_a_connection_closed_as_it_was_reused_is_asked_again() -> None:
+    async def main() -> None:
+        closing = ClosingServer()
+        listening = await asyncio.start_server(closing.serve, "127.0.0.1", 0)
+        port = listening.sockets[0].getsockname()[1]
+        client = EngineClient(Target(f"http://127.0.0.1:{port}", "token"))
+        try:
+            assert await client.get("/v1/health") == {"ok": True}
+            assert await client.get("/v1/changes") == {"ok": True}
+            assert closing.connections == 2, "asked again on a new connection"
+            assert closing.requests == [
+                b"GET /v1/health HTTP/1.1",
+                b"GET /v1/changes HTTP/1.1",
+                b"GET /v1/changes HTTP/1.1",
+            ]
+
+            with pytest.raises(EngineGone, match="does not answer"):
+                await client.post("/v1/heartbeat/fire")
+            assert closing.requests[-1] == b"POST /v1/heartbeat/fire HTTP/1.1"
+            assert closing.requests.count(b"POST /v1/heartbeat/fire HTTP/1.1") == 1, "a command is sent once"
+        finally:
+            await client.aclose()
+            listening.close()
+            await listening.wait_closed()
+
+    asyncio.run(main())
