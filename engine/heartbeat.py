@@ -387,7 +387,8 @@ class Heartbeat:
         title = f"{self._config().heartbeat_title} ({format_datetime(datetime.now(UTC))})"
         session = await self.opencode.create_session(title)
         self._state_file.update({"heartbeat_session": session})
-        self._sessions.get(session)
+        # Announced with its title at once, not only when opencode's event about it arrives.
+        self._sessions.update(session, title=title)
         return session
 
     async def _cleanup_due(self, session: str, count: int, result: TickResult) -> dict[str, Any] | None:

@@ -759,6 +759,14 @@ def test_session_created_when_missing_titled_and_persisted(tmp_path: Path) -> No
             assert before - timedelta(seconds=1) <= stamp <= after
             assert h.state()["heartbeat_session"] == "ses_1"
             assert h.oc.prompts[0][0] == "ses_1"
+            # The console learns of the new session at once, with its title, not at opencode's event.
+            announced = [
+                e.data for e in h.events if e.kind == "session" and e.data["session"]["id"] == "ses_1"
+            ]
+            assert announced[0]["change"] == "created"
+            assert announced[-1]["session"]["title"] == title
+            known = h.engine.sessions.info("ses_1")
+            assert known is not None and known.title == title
 
             await h.fire()  # reused, not created again
             assert h.oc.created == [title] and h.oc.prompts[1][0] == "ses_1"
@@ -798,6 +806,32 @@ def test_a_prompt_failure_drops_the_session_and_the_next_tick_creates_one(tmp_pa
             assert len(h.oc.created) == 2
             assert h.state()["heartbeat_session"] == "ses_2"
             assert h.state()["heartbeat_count"] == 1
+
+    run(main())
+
+
+def test_an_hcp_hook_gets_the_heartbeat_session_and_the_recent_beats(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with harness(tmp_path, {"hook_protocols": {"hb.py": "hcp"}}) as h:
+            first = await h.fire()
+            h.spec(user="tidy the notes")
+            second = await h.fire()
+            assert first.outcome == second.outcome == "ok"
+            lines = (h.out / "heartbeat.jsonl").read_text(encoding="utf-8").splitlines()
+            payloads = [json.loads(line) for line in lines]
+            assert [p["hook"] for p in payloads] == ["heartbeat", "heartbeat"]
+            assert [p["session"]["id"] for p in payloads] == [first.session, second.session]
+            assert payloads[0]["host"]["name"] == "evolve" and "heartbeat" in payloads[0]["host"]["stages"]
+            assert payloads[0]["history"] == [], "no beat before the first"
+            (beat,) = payloads[1]["history"]
+            assert re.fullmatch(DATETIME, beat.pop("at"))
+            assert beat == {
+                "trigger": "manual",
+                "outcome": "ok",
+                "reason": None,
+                "user": "do the upkeep",
+                "session": first.session,
+            }
 
     run(main())
 
