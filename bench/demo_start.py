@@ -20,6 +20,7 @@ import shutil
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/support is not an installed package
@@ -35,6 +36,10 @@ MILESTONES = (  # what, seen when the screen shows
     ("notice of the bad hook edit", "passed its test, but"),
 )
 TARGET_S = 60.0
+
+
+def shows(text: str) -> Callable[[str], bool]:
+    return lambda screen: text in screen
 
 
 def main() -> int:
@@ -66,7 +71,7 @@ def main() -> int:
     seen: dict[str, float] = {}
     try:
         for what, text in MILESTONES:
-            term.wait_for(what, lambda s, text=text: text in s, timeout=args.timeout, interval=0.1)
+            term.wait_for(what, shows(text), timeout=args.timeout, interval=0.1)
             seen[what] = time.monotonic() - started
             print(f"  {what:<36} {seen[what]:6.1f} s", flush=True)
         term.keys("q")
