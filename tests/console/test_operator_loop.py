@@ -18,9 +18,10 @@ from typing import Any
 
 import httpx
 import pytest
+from textual.command import CommandPalette
 from textual.message import Message
 from textual.pilot import Pilot
-from textual.widgets import Checkbox, SelectionList
+from textual.widgets import Checkbox, Input, OptionList, SelectionList
 
 from engine.notifier import wrap
 from evolve_console.app import EvolveConsole
@@ -186,6 +187,40 @@ def run_console(engine: EngineProcess, scenario: Scenario, **options: Any) -> li
 
     asyncio.run(main())
     return seen
+
+
+def test_the_palettes_go_commands_lead_to_the_session_and_back(engine: EngineProcess) -> None:
+    shim = Shim(engine)
+    shim.open_session("ses_palette", "Palette please")
+    call = shim.call("evolve_datetime", {}, session="ses_palette", call_id="call_palette")
+
+    async def command(app: EvolveConsole, pilot: Pilot[Any], text: str) -> None:
+        """`text` typed in the command palette (ctrl+p), then enter on the first hit."""
+        await pilot.press("ctrl+p")
+        await wait_until(pilot, lambda: isinstance(app.screen, CommandPalette), "the command palette")
+        app.screen.query_one(Input).value = text
+        hits = app.screen.query_one(OptionList)
+        await wait_until(
+            pilot,
+            lambda: hits.option_count > 0 and text in str(hits.get_option_at_index(0).prompt),
+            f"{text!r} offered",
+        )
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: not isinstance(app.screen, CommandPalette), "the palette closed")
+
+    async def scenario(app: EvolveConsole, pilot: Pilot[Any], seen: list[Message]) -> None:
+        await command(app, pilot, "view: tool calls")
+        tools = table(app, "tools")
+        await wait_until(pilot, lambda: app.shown == "tools" and call["id"] in tools.rows, "the call listed")
+        await select_row(pilot, tools, call["id"])
+        await command(app, pilot, "go: the session of the selected row")
+        await wait_until(pilot, lambda: app.shown == "sessions", "the sessions view")
+        assert shown_in(app, "sessions") == "ses_palette"
+        await command(app, pilot, "go: back")
+        await wait_until(pilot, lambda: app.shown == "tools", "back to the tool calls")
+        assert shown_in(app, "tools") == call["id"]
+
+    run_console(engine, scenario)
 
 
 def diff_text(app: EvolveConsole) -> str:
