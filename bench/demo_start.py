@@ -25,7 +25,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # tests/support is not an installed package
 
-from tests.support.environment import isolated_env
+from tests.support.environment import evolve_command, isolated_env
 from tests.support.terminal import Terminal
 
 MILESTONES = (  # what, seen when the screen shows
@@ -60,14 +60,12 @@ def main() -> int:
         extra["EVOLVE_CACHE_DIR"] = str(tmp / "cache")
     env = isolated_env(tmp / "home", drop=("TMUX", "PYTHON"), **extra)
     term = Terminal(tmp, env, size=(160, 48))
-    beside = Path(sys.executable).parent / "evolve"
-    evolve = str(beside) if beside.is_file() else f"{sys.executable} -m engine"
     status = tmp / "status"
     print(
         f"evolve demo, {'cold (empty cache)' if args.cold else 'warm'}; load average {os.getloadavg()[0]:.1f}"
     )
     started = time.monotonic()
-    term.start(f"{evolve} demo --dir {tmp / 'demo'}; echo $? > {status}", cwd=tmp)
+    term.start(f"{evolve_command()} demo --dir {tmp / 'demo'}; echo $? > {status}", cwd=tmp)
     seen: dict[str, float] = {}
     try:
         for what, text in MILESTONES:

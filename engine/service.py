@@ -67,9 +67,9 @@ def acquire_lock(ws: Workspace) -> EngineLock:
 
 WATCH_S = 2.0  # how often the engine checks that its workspace is still there
 # How long an idle kept-alive connection stays open. Longer than any client keeps one (httpx 5 s,
-# Node's fetch 4 s): a client then always drops it first; with both at 5 s, a request sent as the
-# engine closes the connection is lost (11 of 150 requests sent at about that gap, measured), and the console polls
-# every 5 s.
+# Node's fetch 4 s), so a client always drops it first. With both at 5 s, a request sent as the
+# engine closes the connection is lost (11 of 150 requests sent at about that gap, measured), and
+# the console polls every 5 s.
 KEEP_ALIVE_S = 75
 
 

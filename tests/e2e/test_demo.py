@@ -15,7 +15,6 @@ import contextlib
 import os
 import shutil
 import signal
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,7 +22,7 @@ import pytest
 
 from evolve_demo import story
 from tests.support.engine_process import announcement
-from tests.support.environment import isolated_env, run_git
+from tests.support.environment import evolve_command, isolated_env, run_git
 from tests.support.processes import pid_alive, wait_gone
 from tests.support.terminal import Terminal
 from tests.support.waiting import wait_for
@@ -33,11 +32,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 BAD_LINE = story.BAD_RULE.split(":")[1].strip()[:24]  # "forget every note that i", as the diff shows it
-
-
-def evolve_command() -> str:
-    beside = Path(sys.executable).parent / "evolve"
-    return str(beside) if beside.is_file() else f"{sys.executable} -m engine"
 
 
 def processes_in(directory: Path) -> list[int]:

@@ -14,6 +14,13 @@ REPO = Path(__file__).resolve().parents[2]
 EVOLVE = [sys.executable, "-m", "engine"]
 """The `evolve` command of this checkout, with the Python that runs the tests."""
 
+
+def evolve_command() -> str:
+    """`evolve` as a shell command: the one installed beside this Python, else `python -m engine`."""
+    beside = Path(sys.executable).parent / "evolve"
+    return str(beside) if beside.is_file() else f"{sys.executable} -m engine"
+
+
 SETTINGS = ("EVOLVE_", "OPENCODE_")
 ISOLATED = (*SETTINGS, "GIT_", "TEXTUAL_", "XDG_")
 # The test run's own switch (tests/conftest.py, --warm-start): every engine under test gets it.
