@@ -61,6 +61,9 @@ function Shim(input, options, forget) {
   let handled = new Set();
   const frozenSystems = new Map(); // session id -> the system prompt the engine froze for it
   const turnSystems = new Map(); // session id -> parts a before_turn hook added to its next request only
+  // What the engine last heard of each session's title and status: opencode repeats both at every
+  // step of a turn (about 4 events per tool call), and the engine needs only a change.
+  const sessionTold = new Map(); // session id -> {title, status}
   let ownCallPrefixes = [];
 
   // ---- logging ----------------------------------------------------------------------------------
@@ -174,6 +177,7 @@ function Shim(input, options, forget) {
       command: process.argv.slice(2).find((a) => typeof a === "string" && !a.startsWith("-")) || null,
     });
     connectionId = resp.id;
+    sessionTold.clear(); // a new (or restarted) engine has heard nothing yet
     ownCallPrefixes = Array.isArray(resp.own_call_prefixes) ? resp.own_call_prefixes : [];
     if (Array.isArray(resp.handled)) handled = new Set(resp.handled);
     engineDown = false;
@@ -392,6 +396,27 @@ function Shim(input, options, forget) {
     }
   }
 
+  // Whether a session event only repeats what the engine was last told: an update with the same
+  // title, a status of the same type. Every other session event is news.
+  function alreadyTold(type, props) {
+    const id = props.sessionID || props.info?.id;
+    if (!id) return false;
+    const told = sessionTold.get(id) || {};
+    if (type === "session.deleted") sessionTold.delete(id);
+    else if (type === "session.idle") sessionTold.set(id, { ...told, status: "idle" });
+    if (type !== "session.status" && type !== "session.updated") return false;
+    if (type === "session.status") {
+      const status = props.status?.type;
+      if (told.status === status) return true;
+      sessionTold.set(id, { ...told, status });
+    } else {
+      const title = props.info.title || "";
+      if (told.title === title) return true;
+      sessionTold.set(id, { ...told, title });
+    }
+    return false;
+  }
+
   const hooks = {
     event: async ({ event }) => {
       const type = event?.type || "";
@@ -408,7 +433,7 @@ function Shim(input, options, forget) {
         // A response is over when it has a finish reason (as early as opencode tells) or, failing
         // that, when it is completed.
         if (info.role === "assistant" && (info.finish || info.time?.completed)) assistantFinished(info);
-      } else if (type.startsWith("session.") && type !== "session.diff") {
+      } else if (type.startsWith("session.") && type !== "session.diff" && !alreadyTold(type, props)) {
         fire("/v1/opencode/event", { type, properties: props });
       }
     },

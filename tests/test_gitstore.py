@@ -431,6 +431,67 @@ def test_an_untouched_workspace_needs_no_git_to_know(tmp_path: Path, monkeypatch
 
 
 # ---------------------------------------------------------------------------------------------
+# head: read from .git where git's layout is the plain one, else asked of git
+
+
+def head_store(tmp_path: Path) -> GitStore:
+    store = GitStore(tmp_path / "ws")
+    write_file(store.root / "a.txt", "a\n")
+    store.ensure()
+    return store
+
+
+def rev_parse(root: Path) -> str:
+    return git(root, "rev-parse", "HEAD").strip()
+
+
+def test_head_is_read_without_git_for_a_loose_a_packed_and_a_detached_head(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = head_store(tmp_path)
+    root = store.root
+    expected = {"loose": rev_parse(root)}
+    write_file(root / "a.txt", "b\n")
+    store.commit("second", {"Origin": "test"})
+    git(root, "pack-refs", "--all")  # the branch ref now lives only in packed-refs
+    assert not (root / ".git" / "refs" / "heads" / "main").exists()
+    expected["packed"] = rev_parse(root)
+    git(root, "checkout", "-q", "--detach", "HEAD~1")
+    expected["detached"] = rev_parse(root)
+
+    def no_git(*args: Any, **kw: Any) -> str:
+        raise AssertionError("git was run")
+
+    monkeypatch.setattr(store, "_git", no_git)
+    assert store.head() == expected["detached"]
+    monkeypatch.undo()
+    git(root, "checkout", "-q", "main")
+    monkeypatch.setattr(store, "_git", no_git)
+    assert store.head() == expected["packed"] != expected["loose"]
+
+
+def test_head_of_an_unborn_branch_is_none_and_a_worktree_asks_git(tmp_path: Path) -> None:
+    unborn = tmp_path / "unborn"
+    unborn.mkdir()
+    git(unborn, "init", "-q", "-b", "main")
+    assert GitStore(unborn).head() is None
+
+    store = head_store(tmp_path)
+    other = tmp_path / "other"
+    git(store.root, "worktree", "add", "-q", "--detach", str(other))
+    assert (other / ".git").is_file()  # a worktree's .git is a file naming the real one
+    assert GitStore(other).head() == rev_parse(other) == rev_parse(store.root)
+
+
+def test_a_head_naming_an_odd_ref_is_left_to_git(tmp_path: Path) -> None:
+    store = head_store(tmp_path)
+    git(store.root, "symbolic-ref", "refs/heads/alias", "refs/heads/main")  # a symbolic ref chain
+    git(store.root, "symbolic-ref", "HEAD", "refs/heads/alias")
+    assert store._head_from_files() is None
+    assert store.head() == rev_parse(store.root)
+
+
+# ---------------------------------------------------------------------------------------------
 # External changes through the Engine
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import hmac
 import logging
+from collections import Counter
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -98,10 +99,12 @@ class Router:
         """`body_limit()`: the largest request body `body()` reads, in bytes (none when None)."""
         self.routes: list[Route] = []
         self._body_limit = body_limit
+        self.served: Counter[str] = Counter()  # "METHOD /route/{param}" -> requests answered
 
     def add(self, path: str, *methods: str) -> Callable[[Handler], Handler]:
         def deco(fn: Handler) -> Handler:
             async def endpoint(request: Request) -> Response:
+                self.served[f"{request.method} {path}"] += 1
                 if self._body_limit is not None:
                     request.scope[_BODY_LIMIT] = self._body_limit()
                 try:

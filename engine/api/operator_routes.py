@@ -8,6 +8,7 @@ import asyncio
 import difflib
 import os
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any, TypeVar
 
 from starlette.requests import Request
@@ -98,7 +99,7 @@ def add_operator_routes(router: Router, engine: Engine) -> None:
 
     @router.add("/v1/status", "GET")
     async def status(request: Request) -> Response:
-        return JSONResponse(engine.status().to_dict())
+        return JSONResponse(replace(engine.status(), requests=dict(router.served)).to_dict())
 
     @router.add("/v1/stages/{stage}", "POST")
     async def stage(request: Request) -> Response:

@@ -524,6 +524,8 @@ class EngineStatus(Record):
     model: dict[str, str] | None
     busy: bool
     heartbeat: HeartbeatStatus
+    # Requests the API answered since the engine started, by "METHOD /route/{param}".
+    requests: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: JSONDict) -> EngineStatus:

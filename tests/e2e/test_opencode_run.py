@@ -92,6 +92,29 @@ def test_system_prompt_tools_tool_call_and_observe(project: Project) -> None:
     assert "Noted: buy milk." in answers
 
 
+def test_a_session_event_reaches_the_engine_once_for_each_change(project: Project) -> None:
+    """opencode repeats a session's title and busy status at every step of a turn; the shim tells the
+    engine only what changed, so a turn of ten steps costs no more event requests than one, and the
+    engine still knows the session's title and that it is idle."""
+    steps = 10
+    project.mock.script(
+        *(Reply(tool_calls=[("notes_list", {})]) for _ in range(steps - 1)), Reply(text="Listed ten times.")
+    )
+
+    proc = project.run("list", "your", "notes")
+
+    assert "Listed ten times." in proc.stdout
+    sid = session_of(project.mock.main_requests()[0])
+    assert len(project.mock.main_requests()) == steps
+    project.settle()
+    session = {s["id"]: s for s in project.engine_api("/v1/sessions")["sessions"]}[sid]
+    assert session["title"] and not session["busy"], session
+    served = project.engine_api("/v1/status")["requests"]
+    assert served["POST /v1/tools/{name}/call"] == steps - 1
+    # created, a title or two, busy, idle: a handful for the turn, where each step used to send ~4
+    assert served["POST /v1/opencode/event"] < steps, served
+
+
 def test_tool_calls_refused_by_schema_and_by_permission_rule(make_project: Any) -> None:
     """Scenarios 3 and 4, in one run.
 
