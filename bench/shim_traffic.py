@@ -3,21 +3,26 @@
 
 bench/opencode_overhead.py measures what evolve adds to real opencode, where one `opencode run` costs
 seconds of CPU and its figures spread by tens of ms per call on 2 cores. This script sends a warm
-`evolve serve` exactly the traffic the shim sends for a tool call of opencode 1.18.33 (as counted by
-that bench's probe: per call one tool-before, four session events, one tool-after and one finished
-response, with the bodies' usual sizes) and measures what the engine spends on it: its own CPU and that
-of its hook processes, warm-start servers and git, per call, and how long each request takes to be
-acknowledged. No LLM, no opencode: the figures are the engine's alone, steady to a millisecond.
+`evolve serve` the traffic the shim sends for a tool call of opencode 1.18.33 and measures what the
+engine spends on it: its own CPU and that of its hook processes, warm-start servers and git, per
+call, and how long each request takes to be acknowledged. No LLM, no opencode: the engine's share
+alone.
+
+Two traffic shapes alternate in blocks, so that the machine's drift hits both: "now", what the shim
+sends (one tool-before with the session's history, one tool-after, one finished response), and
+"before", the same plus the four session events opencode repeats at every step (unchanged title and
+busy status), which the shim forwarded until it learned to leave them out.
 
 The workspace is the example one (`evolve init`) plus hooks/20-tools.py, bench/opencode_overhead.py's
 python3 hook for tool_before, tool_after and observe_message, so per call the engine runs 4 hooks
 (the example hook observes messages too). `--no-tool-hook` leaves it out. Calls are sent one every
-`--gap` ms (the model's step, default 40 ms); after the last the script waits until the engine reports
-itself idle, and the CPU is read before and after.
+`--gap` ms (the model's step, default 40 ms); around each block the script waits until the engine
+reports itself idle and reads its CPU.
 
 Prints figures only; never asserts on timing.
 
-Run: .venv/bin/python bench/shim_traffic.py [--calls 200] [--gap 40] [--no-tool-hook] [--cold] [--keep-shims]
+Run: .venv/bin/python bench/shim_traffic.py [--calls 200] [--blocks 4] [--gap 40] [--no-tool-hook] [--cold]
+     [--keep-shims]
 """
 
 from __future__ import annotations
