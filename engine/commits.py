@@ -180,10 +180,13 @@ class Commits:
             stages, sessions = sorted(self._settle_stages), sorted(self._settle_sessions)
             since, self._settle_since = self._settle_since, None
             self._settle_stages, self._settle_sessions = set(), set()
+            moment = (since or time.time()) - 0.05
+            if await asyncio.to_thread(self._quiet_since, moment):
+                return
             async with self.lock:
                 # Only what changed since the stages began: an older hand edit stays for its own
                 # external-change commit.
-                files = await asyncio.to_thread(self.git.changed_after, (since or time.time()) - 0.05)
+                files = await asyncio.to_thread(self.git.changed_after, moment)
                 during = ", ".join(stages)
                 await self.commit_hook_changes(
                     f"hooks changed files during {during}",
@@ -195,6 +198,12 @@ class Commits:
         finally:
             if release is not None:
                 release()
+
+    def _quiet_since(self, moment: float) -> bool:
+        """Whether the end of a stage needs nothing: no file touched since `moment` and HEAD where
+        the engine left it. The usual case, checked in one thread hop and without the write lock
+        (it only reads); anything else takes the locked path, which looks again."""
+        return not self.git.touched_since(moment) and self.git.head() == self._known_head
 
     # ---- history rewritten under the engine -------------------------------------------------
 

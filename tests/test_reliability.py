@@ -206,6 +206,31 @@ def test_a_hook_resetting_history_is_noticed_reported_and_recorded(tmp_path: Pat
     assert (ws / "prompts" / "chat.md").read_text() == "v0\n"
 
 
+def test_a_hook_moving_head_without_touching_a_file_is_noticed(tmp_path: Path) -> None:
+    """A stage that changes no file is settled without the write lock, unless HEAD moved: a soft
+    reset leaves every file as it was, and is still caught at the end of the stage."""
+    ws = tmp_path / "ws"
+    write(ws / "prompts" / "chat.md", "chat\n")
+    soft = RESETTER.replace('"--hard", "HEAD~3"', '"--soft", "HEAD~1"')
+    write(ws / "hooks" / "reset.py", soft, 0o755)
+
+    async def body(engine: Engine, events: list[Event]) -> dict[str, Any]:
+        for i in range(2):
+            await engine.tools.call("evolve_prompt_write", {"prompt": "chat.md", "content": f"v{i}\n"})
+        await asyncio.sleep(0.1)  # the files' times are older than the stage that follows
+        before = engine.git.log(10)
+        await engine.stages.dispatch("idle", {"answer": "x"}, session="ses_1")
+        await engine.commits.close()
+        return {"before": before, "warnings": warnings(events, "git"), "after": engine.git.log(10)}
+
+    got = run(ws, body)
+    assert (ws / "prompts" / "chat.md").read_text() == "v1\n"  # no file was touched
+    (warning,) = [w for w in got["warnings"] if w.startswith("history rewritten")]
+    assert "1 commit(s) no longer in the history" in warning
+    assert got["after"][0]["message"].startswith("history rewritten: 1 commit(s)")
+    assert got["after"][1]["sha"] == got["before"][1]["sha"]
+
+
 def test_a_reset_by_hand_while_the_engine_was_down_is_noticed_at_start(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     write(ws / "prompts" / "chat.md", "chat\n")
