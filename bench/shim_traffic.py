@@ -47,11 +47,11 @@ sys.path.insert(0, str(REPO))  # tests/support is not an installed package
 
 from opencode_overhead import TOOL_HOOK, engine_cpu_ms  # noqa: E402  (bench/opencode_overhead.py)
 
-from engine.protocol.announcement import Announcement  # noqa: E402
+from engine.api.shim_routes import CONNECTION_HEADER  # noqa: E402
 from engine.protocol.api import API_VERSION, API_VERSION_HEADER  # noqa: E402
+from tests.support.engine_process import EngineProcess  # noqa: E402
 from tests.support.environment import drop_shims  # noqa: E402
 
-CONNECTION_HEADER = "x-evolve-connection"
 SESSION = "ses_bench0000000000000000000"
 FILE_TEXT = "".join(f"line {i}\n" for i in range(1, 6))
 
@@ -178,35 +178,6 @@ def make_workspace(base: Path, env: dict[str, str], tool_hook: bool, cold: bool)
     return ws
 
 
-def start_engine(ws: Path, env: dict[str, str]) -> tuple[subprocess.Popen[bytes], Announcement]:
-    log_path = ws.parent / "engine.log"
-    log = log_path.open("ab")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "engine", "serve", "--workspace", str(ws)],
-        cwd=ws,
-        env=env,
-        stdout=log,
-        stderr=log,
-    )
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        found = Announcement.read(ws)
-        if found is not None and found.pid == proc.pid:
-            try:
-                health = httpx.get(
-                    found.url + "/v1/health", headers={"authorization": f"Bearer {found.token}"}, timeout=2
-                )
-                if health.status_code == 200:
-                    return proc, found
-            except httpx.HTTPError:
-                pass
-        if proc.poll() is not None:
-            break
-        time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError(f"the engine did not start:\n{log_path.read_text(errors='replace')[-3000:]}")
-
-
 def wait_idle(client: httpx.Client) -> None:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
@@ -235,12 +206,12 @@ def main() -> int:
     python3 = "(PATH unchanged)" if args.keep_shims else drop_shims(env)
     env["PYTHONPATH"] = str(REPO)  # the engine of this checkout, whatever the venv has installed
     base = Path(tempfile.mkdtemp(prefix="evolve-bench-shim-"))
-    proc = None
+    engine = None
     try:
         ws = make_workspace(base, env, args.tool_hook, args.cold)
-        proc, found = start_engine(ws, env)
-        headers = {"authorization": f"Bearer {found.token}", API_VERSION_HEADER: str(API_VERSION)}
-        with httpx.Client(base_url=found.url, headers=headers, timeout=30) as client:
+        engine = EngineProcess(ws, env, base / "engine.log").start()
+        with engine.client() as client:
+            client.headers[API_VERSION_HEADER] = str(API_VERSION)
             conn = client.post(
                 "/v1/opencode/connect",
                 json={
@@ -278,12 +249,12 @@ def main() -> int:
             for block in range(args.blocks):  # the two shapes alternate, so that drift hits both
                 for shape in list(SHAPES)[block % 2 :] + list(SHAPES)[: block % 2]:
                     wait_idle(client)
-                    own0, children0 = engine_cpu_ms(proc.pid)
+                    own0, children0 = engine_cpu_ms(engine.pid)
                     runs0 = _count(client.get("/v1/status").json())
                     for _ in range(per_block):
                         send(shape)
                     wait_idle(client)
-                    own1, children1 = engine_cpu_ms(proc.pid)
+                    own1, children1 = engine_cpu_ms(engine.pid)
                     runs1 = _count(client.get("/v1/status").json())
                     m = measured[shape]
                     m.calls += per_block
@@ -292,9 +263,8 @@ def main() -> int:
                     m.hook_runs += runs1 - runs0
             wall = (time.perf_counter() - t0) * 1000
     finally:
-        if proc is not None:
-            proc.terminate()
-            proc.wait(30)
+        if engine is not None:
+            engine.stop()
         shutil.rmtree(base, ignore_errors=True)
 
     print(
