@@ -90,6 +90,7 @@ _CACHE_EXTRA = [k for k in sys.path_importer_cache if k not in _CACHE_BASELINE]
 # The interpreter asks the import system whether the script is a zip or a directory to run, which
 # leaves the script's path in sys.path_importer_cache: this file's path, the hook's in the child.
 _SCRIPT_KEY = sys.argv[0] if sys.argv[0] in _CACHE_BASELINE else None
+_SCRIPT_LAST = False  # whether it is the cache's last entry (as it is after a normal start-up)
 _KEPT = frozenset(_BASELINE | _PRELOADED)  # the child's modules before the hook's own
 _MODULES = sys.modules  # the interpreter's, even if a hook binds sys.modules to another dict
 _KEPT_IDS = frozenset(id(m) for m in _MODULES.values())
@@ -269,6 +270,17 @@ def _compiled(path: bytes, line: bytes) -> object:
     return code
 
 
+def _drop_own_cache_entries() -> None:
+    """Take what the server's own imports added out of sys.path_importer_cache, once, here: in
+    every child, freeing those finders (and the directory listings they cache) would copy dozens of
+    the server's pages."""
+    global _SCRIPT_LAST
+    cache = sys.path_importer_cache
+    for key in _CACHE_EXTRA:
+        cache.pop(key, None)
+    _SCRIPT_LAST = bool(cache) and next(reversed(cache)) == _SCRIPT_KEY
+
+
 def _serve(
     ctrl: int,
 ) -> "tuple[_socket.socket, dict[int, tuple[int, bytes]], list[int], list[bytes], object]":
@@ -284,6 +296,7 @@ def _serve(
     children: dict[int, tuple[int, bytes]] = {}  # pidfd -> (pid, run)
     poller = select.poll()
     poller.register(ctrl, select.POLLIN)
+    _drop_own_cache_entries()
     gc.freeze()  # the children's collections leave the server's objects (and their pages) alone
     space = _socket.CMSG_SPACE(3 * 4)
     while True:
@@ -315,6 +328,7 @@ def _serve(
                 _close(fds)
                 _send(sock, b"F", fields[0], str(exc))
                 continue
+            gc.freeze()  # what the server made since the last run too: a child starts with no young objects
             try:
                 pid = posix.fork()
             except OSError as exc:
@@ -417,9 +431,9 @@ def _become_hook(
                 for name in _PRELOADED:
                     sys.modules.pop(name, None)
         cache = sys.path_importer_cache
-        for key in _CACHE_EXTRA:  # what the server's own imports added
-            cache.pop(key, None)
-        if _SCRIPT_KEY is not None:
+        if _SCRIPT_KEY is not None and _SCRIPT_LAST:
+            cache[path] = cache.pop(_SCRIPT_KEY)  # the same order as below, touching two entries
+        elif _SCRIPT_KEY is not None:
             entries = [(path if k == _SCRIPT_KEY else k, v) for k, v in cache.items()]
             cache.clear()
             cache.update(entries)
@@ -536,7 +550,11 @@ def _shut_down(status: int) -> int:
     for module in _loaded_by_the_hook():
         _clear(vars(module))
     _clear(_HOOK_MAIN)
-    gc.collect()  # the garbage left, cycles included, with its finalizers
+    # The garbage left, cycles included, with its finalizers. The server froze all it had before the
+    # fork, so the oldest generation holds objects only if the hook's collections (or gc.unfreeze)
+    # put them there; otherwise the young ones hold all the hook's, and collecting those spares a
+    # full collection's emptying of the free lists, which writes to dozens of the server's pages.
+    gc.collect(2 if gc.get_objects(2) else 1)
     _flush_std()
     return status
 

@@ -237,6 +237,14 @@ EXITS = {
         "import sys\nclass D:\n    def __del__(self):\n        print('{\"deleted\": true}')\n"
         "d = D()\ncycle = [D()]\ncycle.append(cycle)\n"
     ),
+    "del at exit, from the oldest generation": (
+        "import gc\nclass D:\n    def __del__(self):\n        print('{\"deleted\": true}')\n"
+        "cycle = [D()]\ncycle.append(cycle)\ngc.collect()\n"
+    ),
+    "del at exit, frozen and unfrozen": (
+        "import gc\nclass D:\n    def __del__(self):\n        print('{\"deleted\": true}')\n"
+        "cycle = [D()]\ncycle.append(cycle)\ngc.freeze()\ngc.unfreeze()\n"
+    ),
     "thread": (
         "import threading, time\ndef late():\n    time.sleep(0.2)\n    print('{\"thread\": true}')\n"
         "threading.Thread(target=late).start()\n"
