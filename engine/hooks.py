@@ -67,6 +67,8 @@ class HookRegistry:
         # What each hook file was when it was last discovered (inode, size, mtime): the review gate
         # runs no hook whose file changed since.
         self._fingerprints: dict[str, tuple[int, int, int] | None] = {}
+        # handled() of the hooks and registrations it was computed from: the shim asks with every request.
+        self._handled: tuple[object, object, list[str]] | None = None
 
     async def discover(self) -> HooksDiscovered:
         """Scan hooks/ and run `discover` on every hook in parallel (registration order stays the
@@ -142,7 +144,12 @@ class HookRegistry:
 
     def handled(self) -> list[str]:
         """The standard stages some hook runs for (what the shim needs to know to await a stage)."""
-        return [s for s in STAGES if self.hooks_for(s)]
+        cached = self._handled
+        if cached is not None and cached[0] is self.hooks and cached[1] is self.registrations:
+            return list(cached[2])
+        stages = [s for s in STAGES if self.hooks_for(s)]
+        self._handled = (self.hooks, self.registrations, stages)
+        return list(stages)
 
     def protocol_of(self, hook: HookFile) -> HookProtocol:
         reg = self.registrations.get(hook.name)

@@ -247,7 +247,8 @@ async def _supervise(
     err = _Capture(stderr_limit, fail_over=False)
     out_task = asyncio.ensure_future(out.read(proc.stdout))
     err_task = asyncio.ensure_future(err.read(proc.stderr))
-    feed_task = asyncio.ensure_future(feed())
+    # A warm run's input is usually in its pipe before it starts: then there is nothing to feed.
+    feed_task = asyncio.ensure_future(feed()) if proc.stdin is not None and stdin is not None else None
     # proc.wait() also waits for the pipes to close, so it never returns while something the process
     # started holds stdout; the return code itself is set as soon as the process exits.
     wait_task = asyncio.ensure_future(_exited(proc))
@@ -275,10 +276,11 @@ async def _supervise(
     killed = failure is not None or not (out_task.done() and err_task.done())
     if killed:
         await terminate_group(proc, tag)
-    for task in (out_task, err_task, feed_task, wait_task):
+    tasks = [t for t in (out_task, err_task, feed_task, wait_task) if t is not None]
+    for task in tasks:
         if not task.done():
             task.cancel()
-    await asyncio.gather(out_task, err_task, feed_task, wait_task, return_exceptions=True)
+    await asyncio.gather(*tasks, return_exceptions=True)
     if killed:
         # Read what is left to EOF (the group is dead now), so the pipes close here, not in the GC.
         await asyncio.wait(
@@ -349,6 +351,10 @@ async def _drain(stream: asyncio.StreamReader) -> None:
 
 
 async def _exited(proc: Process) -> int | None:
+    exited = getattr(proc, "exited", None)  # a warm process's: done when its exit status is known
+    if exited is not None:
+        await asyncio.shield(exited)
+        return proc.returncode
     waiter = asyncio.ensure_future(proc.wait())
     try:
         while proc.returncode is None and not waiter.done():  # a lost warm process has none

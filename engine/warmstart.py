@@ -131,6 +131,58 @@ class _Pipe:
             os.close(fd)
 
 
+class _PipeFeed:
+    """The engine's end of a hook's stdout or stderr, read straight into a StreamReader: what
+    `loop.connect_read_pipe` sets up, without its transport (which costs every run a loop iteration
+    and a few callbacks per pipe to open and to close). Like that transport, it stops reading while
+    the reader holds more than it takes in (the reader calls `pause_reading` and `resume_reading`),
+    so a hook that writes faster than its output is read blocks instead of filling the engine's
+    memory."""
+
+    __slots__ = ("_loop", "_pipe", "_reader", "_reading")
+    MAX_READ = 256 * 1024  # as asyncio's pipe transport
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, pipe: _Pipe, reader: asyncio.StreamReader) -> None:
+        self._loop = loop
+        self._pipe = pipe
+        self._reader = reader
+        self._reading = False
+        os.set_blocking(pipe.fd, False)
+        reader.set_transport(self)  # type: ignore[arg-type]  # what a StreamReader calls of its transport
+        self.resume_reading()
+
+    def _ready(self) -> None:
+        try:
+            data = os.read(self._pipe.fd, self.MAX_READ)
+        except (BlockingIOError, InterruptedError):
+            return
+        except OSError as exc:
+            self.close()
+            self._reader.set_exception(exc)
+            return
+        if data:
+            self._reader.feed_data(data)
+        else:
+            self.close()
+
+    def pause_reading(self) -> None:
+        if self._reading:
+            self._reading = False
+            self._loop.remove_reader(self._pipe.fd)
+
+    def resume_reading(self) -> None:
+        if not self._reading and not self._pipe.closed:
+            self._reading = True
+            self._loop.add_reader(self._pipe.fd, self._ready)
+
+    def close(self) -> None:
+        """Stop reading and close the pipe; the reader sees the end of its data."""
+        self.pause_reading()
+        self._pipe.close()
+        if not self._reader.at_eof():
+            self._reader.feed_eof()
+
+
 class WarmProcess:
     """A hook process forked by a server, supervised like `asyncio.subprocess.Process`: the same
     attributes and `wait()`, with the exit status reported by the server that reaps it."""
@@ -146,19 +198,22 @@ class WarmProcess:
         self.stdin: asyncio.StreamWriter | None = None
         self.stdout: asyncio.StreamReader | None = None
         self.stderr: asyncio.StreamReader | None = None
-        self._transports: list[asyncio.BaseTransport] = []
+        self._feeds: list[_PipeFeed] = []
+        self._transport: asyncio.BaseTransport | None = None  # of stdin, when not all of it fitted
         loop = asyncio.get_running_loop()
         self.started: asyncio.Future[str | None] = loop.create_future()  # None, or why it did not start
-        self._exited: asyncio.Future[None] = loop.create_future()
+        self.exited: asyncio.Future[None] = loop.create_future()
 
     async def wait(self) -> int | None:
-        await asyncio.shield(self._exited)
+        await asyncio.shield(self.exited)
         return self.returncode
 
     def close(self) -> None:
         """Close the engine's ends of the pipes (after the run)."""
-        for transport in self._transports:
-            transport.close()
+        for feed in self._feeds:
+            feed.close()
+        if self._transport is not None:
+            self._transport.close()
 
     # ---- what the server reports ------------------------------------------------------------------
 
@@ -192,8 +247,8 @@ class WarmProcess:
         self._end()
 
     def _end(self) -> None:
-        if not self._exited.done():
-            self._exited.set_result(None)
+        if not self.exited.done():
+            self.exited.set_result(None)
 
 
 def _describe(status: int) -> str:
@@ -406,11 +461,7 @@ class Zygote:
         readers = []
         for pipe in (stdout, stderr):
             reader = asyncio.StreamReader(limit=2**16, loop=loop)
-            transport, _ = await loop.connect_read_pipe(
-                lambda r=reader: asyncio.StreamReaderProtocol(r, loop=loop),  # type: ignore[misc]
-                pipe,
-            )
-            proc._transports.append(transport)
+            proc._feeds.append(_PipeFeed(loop, pipe, reader))
             readers.append(reader)
         proc.stdout, proc.stderr = readers
         if stdin is None:
@@ -419,7 +470,7 @@ class Zygote:
         unused = asyncio.StreamReader(loop=loop)
         protocol = asyncio.StreamReaderProtocol(unused, loop=loop)
         writing, _ = await loop.connect_write_pipe(lambda: protocol, stdin)
-        proc._transports.append(writing)
+        proc._transport = writing
         proc.stdin = asyncio.StreamWriter(writing, protocol, unused, loop)
 
     async def _send(self, message: bytes, fds: Sequence[int]) -> None:

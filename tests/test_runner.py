@@ -423,6 +423,24 @@ def test_stdout_at_limit_is_fine(ws: Path) -> None:
     assert run.result == {"k": "x" * 1000}
 
 
+def test_stdout_under_the_limit_arrives_whole_however_it_is_written(ws: Path) -> None:
+    """Written in thousands of small pieces and faster than it is read (reading pauses while the
+    engine holds more than it takes in), the output still arrives whole and in order."""
+    body = """import sys
+parts = [str(i).rjust(8, "0") for i in range(100_000)]
+sys.stdout.write('{"parts": "')
+for part in parts:
+    sys.stdout.write(part)
+sys.stdout.write('"}\\n')
+sys.stderr.write("e" * 200_000)
+"""
+    path = hook(ws, "many.py", body, shebang="py")
+    run = run_hook(path, stdout_limit=1 << 20)
+    assert run.error is None, run.error
+    assert run.result == {"parts": "".join(str(i).rjust(8, "0") for i in range(100_000))}
+    assert run.stderr == "e" * 200_000
+
+
 def test_stderr_over_limit_is_truncated_and_run_succeeds(ws: Path) -> None:
     body = """import sys
 sys.stderr.write("e" * (1024 * 1024))
