@@ -24,7 +24,7 @@ from . import strictjson
 from .protocol.records import HookRun
 
 if TYPE_CHECKING:
-    from .warmstart import WarmStarts
+    from .warmstart import WarmProcess, WarmStarts
 
 STDERR_LIMIT = 256 * 1024
 # How long to keep reading a hook's pipes after it exited, when something it started still holds them.
@@ -42,9 +42,9 @@ class _OutputTooLarge(Exception):
     pass
 
 
-class Process(Protocol):
-    """A started process as supervised here: an `asyncio.subprocess.Process`, or a hook forked
-    warm (engine.warmstart.WarmProcess)."""
+class Started(Protocol):
+    """A started process, as ended here: an `asyncio.subprocess.Process`, or a hook forked warm
+    (engine.warmstart.WarmProcess)."""
 
     @property
     def pid(self) -> int: ...
@@ -52,10 +52,6 @@ class Process(Protocol):
     def returncode(self) -> int | None: ...
     @property
     def stdin(self) -> asyncio.StreamWriter | None: ...
-    @property
-    def stdout(self) -> asyncio.StreamReader | None: ...
-    @property
-    def stderr(self) -> asyncio.StreamReader | None: ...
     async def wait(self) -> int | None: ...
 
 
@@ -119,18 +115,64 @@ class _Capture:
         self.data = bytearray()
         self.cut = False
 
+    def add(self, chunk: bytes) -> bool:
+        """Keep `chunk`, or what fits of it; False when it does not fit and `fail_over` is set
+        (then nothing of it is kept)."""
+        room = self.limit - len(self.data)
+        if len(chunk) <= room:
+            self.data += chunk
+        elif self.fail_over:
+            return False
+        else:
+            self.data += chunk[:room]
+            self.cut = True
+        return True
+
     async def read(self, stream: asyncio.StreamReader) -> None:
         """Read to EOF. Past the limit: raise with `fail_over`, else drain and drop the rest so the
         writer never blocks on a full pipe."""
         while chunk := await stream.read(65536):
-            room = self.limit - len(self.data)
-            if len(chunk) > room:
-                if self.fail_over:
-                    raise _OutputTooLarge
-                self.data += chunk[:room]
-                self.cut = True
-            else:
-                self.data += chunk
+            if not self.add(chunk):
+                raise _OutputTooLarge
+
+
+class _Outputs:
+    """A warm run's stdout and stderr as its pipes deliver them (an engine.warmstart.OutputSink),
+    each bounded as a _Capture, with a way for the supervisor to sleep until something happens."""
+
+    def __init__(self, stdout_limit: int, fail_over: bool, stderr_limit: int) -> None:
+        self.out = _Capture(stdout_limit, fail_over=fail_over)
+        self.err = _Capture(stderr_limit, fail_over=False)
+        self.too_large = False  # stdout went past its limit with fail_over
+        self.open = 2  # pipes not at their end yet
+        self._waiter: asyncio.Future[None] | None = None
+
+    def received(self, fd: int, data: bytes) -> None:
+        if fd == 1:
+            if not self.too_large and not self.out.add(data):
+                self.too_large = True
+                self.wake()
+        else:
+            self.err.add(data)
+
+    def closed(self, fd: int) -> None:
+        self.open -= 1
+        self.wake()
+
+    def wake(self, *_: object) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+
+    async def sleep(self, seconds: float) -> None:
+        """Until wake() or `seconds` have passed."""
+        loop = asyncio.get_running_loop()
+        self._waiter = loop.create_future()
+        timer = loop.call_later(seconds, self.wake)
+        try:
+            await self._waiter
+        finally:
+            timer.cancel()
+            self._waiter = None
 
 
 @dataclass
@@ -179,49 +221,64 @@ async def run_process(
     """
     done = Finished()
     tag = f"{os.getpid()}-{next(_run_numbers)}"
-    proc: Process | None = None
     if warm is not None and stdin is not None:
         # The ready interpreter is the one for the run's environment without its tag; the tag is
         # set in the forked hook, so that what it starts carries it.
-        warm_proc = await warm.spawn(argv, cwd=str(cwd), env=env, stdin=stdin, extra_env={RUN_TAG: tag})
+        outputs = _Outputs(stdout_limit, stdout_fail_over, stderr_limit)
+        warm_proc = await warm.spawn(
+            argv, cwd=str(cwd), env=env, stdin=stdin, extra_env={RUN_TAG: tag}, output=outputs
+        )
         if warm_proc is not None:
-            proc, stdin = warm_proc, warm_proc.unsent_stdin  # the rest is already in its pipe
-    if proc is None:
-        try:
-            proc = await asyncio.create_subprocess_exec(
-                *argv,
-                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-                stdout=asyncio.subprocess.PIPE,
-                stderr=asyncio.subprocess.PIPE,
-                cwd=str(cwd),
-                env={**(os.environ if env is None else env), RUN_TAG: tag},
-                # Its own process group (so a timeout kills everything it started), but not its own
-                # session: a new session costs up to milliseconds per start where the kernel gives
-                # each session its own scheduling group.
-                process_group=0,
-            )
-        except OSError as exc:
-            done.spawn_error = exc
+            try:
+                await _supervise_warm(warm_proc, outputs, done, timeout_ms, stdout_limit, tag)
+            except asyncio.CancelledError:
+                await asyncio.shield(terminate_group(warm_proc, tag))
+                raise
+            finally:
+                warm_proc.close()  # the engine's ends of its pipes
+            if warm_proc.lost and done.failure is None:
+                done.failure = warm_proc.lost
             return done
-
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            *argv,
+            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            cwd=str(cwd),
+            env={**(os.environ if env is None else env), RUN_TAG: tag},
+            # Its own process group (so a timeout kills everything it started), but not its own
+            # session: a new session costs up to milliseconds per start where the kernel gives
+            # each session its own scheduling group.
+            process_group=0,
+        )
+    except OSError as exc:
+        done.spawn_error = exc
+        return done
     try:
         await _supervise(proc, done, stdin, timeout_ms, stdout_limit, stdout_fail_over, stderr_limit, tag)
     except asyncio.CancelledError:
         # The caller gave up (the engine is stopping): the process group must not outlive it.
         await asyncio.shield(terminate_group(proc, tag))
         raise
-    finally:
-        close = getattr(proc, "close", None)  # a warm process's pipes are the engine's to close
-        if close is not None:
-            close()
-    lost = getattr(proc, "lost", None)
-    if lost and done.failure is None:
-        done.failure = lost
     return done
 
 
+async def _feed(writer: asyncio.StreamWriter | None, data: bytes | None) -> None:
+    """Write a process's input and close its stdin."""
+    if writer is None or data is None:
+        return
+    try:
+        writer.write(data)
+        await writer.drain()
+        writer.close()
+        await writer.wait_closed()
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # the process exited without reading its input: not an error (EPIPE is success)
+
+
 async def _supervise(
-    proc: Process,
+    proc: asyncio.subprocess.Process,
     done: Finished,
     stdin: bytes | None,
     timeout_ms: int,
@@ -231,24 +288,11 @@ async def _supervise(
     tag: str,
 ) -> Finished:
     assert proc.stdout and proc.stderr
-
-    async def feed() -> None:
-        if proc.stdin is None or stdin is None:
-            return
-        try:
-            proc.stdin.write(stdin)
-            await proc.stdin.drain()
-            proc.stdin.close()
-            await proc.stdin.wait_closed()
-        except (BrokenPipeError, ConnectionResetError):
-            pass  # the process exited without reading its input: not an error (EPIPE is success)
-
     out = _Capture(stdout_limit, fail_over=stdout_fail_over)
     err = _Capture(stderr_limit, fail_over=False)
     out_task = asyncio.ensure_future(out.read(proc.stdout))
     err_task = asyncio.ensure_future(err.read(proc.stderr))
-    # A warm run's input is usually in its pipe before it starts: then there is nothing to feed.
-    feed_task = asyncio.ensure_future(feed()) if proc.stdin is not None and stdin is not None else None
+    feed_task = asyncio.ensure_future(_feed(proc.stdin, stdin))
     # proc.wait() also waits for the pipes to close, so it never returns while something the process
     # started holds stdout; the return code itself is set as soon as the process exits.
     wait_task = asyncio.ensure_future(_exited(proc))
@@ -262,9 +306,9 @@ async def _supervise(
             pending, timeout=max(deadline - loop.time(), 0), return_when=asyncio.FIRST_COMPLETED
         )
         if out_task in finished and isinstance(out_task.exception(), _OutputTooLarge):
-            failure = f"stdout exceeded {stdout_limit} bytes (process group killed)"
+            failure = _too_large(stdout_limit)
         elif not finished:
-            failure = f"timeout after {timeout_ms} ms (process group killed)"
+            failure = _timeout(timeout_ms)
             timed_out = True
         elif wait_task.done() and pending:
             # It exited; give whatever it started a moment to release stdout, then stop.
@@ -276,11 +320,10 @@ async def _supervise(
     killed = failure is not None or not (out_task.done() and err_task.done())
     if killed:
         await terminate_group(proc, tag)
-    tasks = [t for t in (out_task, err_task, feed_task, wait_task) if t is not None]
-    for task in tasks:
+    for task in (out_task, err_task, feed_task, wait_task):
         if not task.done():
             task.cancel()
-    await asyncio.gather(*tasks, return_exceptions=True)
+    await asyncio.gather(out_task, err_task, feed_task, wait_task, return_exceptions=True)
     if killed:
         # Read what is left to EOF (the group is dead now), so the pipes close here, not in the GC.
         await asyncio.wait(
@@ -293,6 +336,62 @@ async def _supervise(
     done.failure = failure
     done.timed_out = timed_out
     return done
+
+
+async def _supervise_warm(
+    proc: WarmProcess, outputs: _Outputs, done: Finished, timeout_ms: int, stdout_limit: int, tag: str
+) -> Finished:
+    """_supervise for a hook forked warm, the same rules, driven by callbacks: its pipes hand their
+    output to `outputs` and its server reports its exit, and this sleeps until one of them has
+    news (no task per pipe, for the exit or for the input, unless the input did not fit its pipe)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_ms / 1000
+    feed_task = asyncio.ensure_future(_feed(proc.stdin, proc.unsent_stdin)) if proc.stdin else None
+    proc.exited.add_done_callback(outputs.wake)
+    failure: str | None = None
+    timed_out = False
+    grace_from: float | None = None
+    while True:
+        if outputs.too_large:
+            failure = _too_large(stdout_limit)
+            break
+        if proc.exited.done():
+            if not outputs.open:
+                break
+            if grace_from is None:
+                # It exited; give whatever it started a moment to release its pipes, then stop.
+                grace_from = loop.time()
+                deadline = min(deadline, grace_from + PIPE_GRACE_S)
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            if not proc.exited.done():
+                failure, timed_out = _timeout(timeout_ms), True
+            break  # else only leftovers of a finished process hold a pipe
+        await outputs.sleep(remaining)
+    killed = failure is not None or outputs.open > 0
+    if killed:
+        await terminate_group(proc, tag)
+        # What is left is read to EOF (the group is dead now), so the pipes close here.
+        grace_end = loop.time() + PIPE_GRACE_S
+        while outputs.open and loop.time() < grace_end:
+            await outputs.sleep(grace_end - loop.time())
+    if feed_task is not None:
+        feed_task.cancel()
+        await asyncio.gather(feed_task, return_exceptions=True)
+    done.stdout, done.stdout_truncated = bytes(outputs.out.data), outputs.out.cut
+    done.stderr, done.stderr_truncated = bytes(outputs.err.data), outputs.err.cut
+    done.returncode = proc.returncode
+    done.failure = failure
+    done.timed_out = timed_out
+    return done
+
+
+def _too_large(limit: int) -> str:
+    return f"stdout exceeded {limit} bytes (process group killed)"
+
+
+def _timeout(timeout_ms: int) -> str:
+    return f"timeout after {timeout_ms} ms (process group killed)"
 
 
 async def execute(
@@ -350,14 +449,10 @@ async def _drain(stream: asyncio.StreamReader) -> None:
             pass
 
 
-async def _exited(proc: Process) -> int | None:
-    exited = getattr(proc, "exited", None)  # a warm process's: done when its exit status is known
-    if exited is not None:
-        await asyncio.shield(exited)
-        return proc.returncode
+async def _exited(proc: asyncio.subprocess.Process) -> int | None:
     waiter = asyncio.ensure_future(proc.wait())
     try:
-        while proc.returncode is None and not waiter.done():  # a lost warm process has none
+        while proc.returncode is None and not waiter.done():
             await asyncio.wait({waiter}, timeout=0.02)
         return proc.returncode
     finally:
@@ -391,7 +486,7 @@ def _kill_tagged(tag: str | None, sig: int) -> None:
             os.kill(pid, sig)
 
 
-async def terminate_group(proc: Process, tag: str | None = None) -> None:
+async def terminate_group(proc: Started, tag: str | None = None) -> None:
     """SIGTERM the whole process group (and the processes tagged `tag` that left it), then SIGKILL
     them after a grace period."""
     _kill_group(proc.pid, signal.SIGTERM)

@@ -27,7 +27,7 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 log = logging.getLogger("evolve")
 
@@ -131,61 +131,59 @@ class _Pipe:
             os.close(fd)
 
 
-class _PipeFeed:
-    """The engine's end of a hook's stdout or stderr, read straight into a StreamReader: what
-    `loop.connect_read_pipe` sets up, without its transport (which costs every run a loop iteration
-    and a few callbacks per pipe to open and to close). Like that transport, it stops reading while
-    the reader holds more than it takes in (the reader calls `pause_reading` and `resume_reading`),
-    so a hook that writes faster than its output is read blocks instead of filling the engine's
-    memory."""
+class OutputSink(Protocol):
+    """Where a warm run's output goes as it arrives (engine.runner keeps it, bounded)."""
 
-    __slots__ = ("_loop", "_pipe", "_reader", "_reading")
+    def received(self, fd: int, data: bytes) -> None:
+        """`data` read from the hook's stdout (fd 1) or stderr (fd 2)."""
+
+    def closed(self, fd: int) -> None:
+        """The hook's stdout or stderr reached its end (or the engine closed its end)."""
+
+
+class _OutputPipe:
+    """The engine's end of a hook's stdout or stderr, read by a callback of the event loop and
+    handed to an OutputSink: none of the transport, protocol, stream reader and reading task per
+    pipe that `loop.connect_read_pipe` and a StreamReader would take for every run (a few loop
+    iterations and a dozen callbacks). The sink takes in what arrives at once (keeps it or drops
+    it), so there is nothing to pause."""
+
+    __slots__ = ("_loop", "_number", "_pipe", "_sink")
     MAX_READ = 256 * 1024  # as asyncio's pipe transport
 
-    def __init__(self, loop: asyncio.AbstractEventLoop, pipe: _Pipe, reader: asyncio.StreamReader) -> None:
+    def __init__(self, loop: asyncio.AbstractEventLoop, pipe: _Pipe, number: int, sink: OutputSink) -> None:
         self._loop = loop
         self._pipe = pipe
-        self._reader = reader
-        self._reading = False
+        self._number = number
+        self._sink = sink
         os.set_blocking(pipe.fd, False)
-        reader.set_transport(self)  # type: ignore[arg-type]  # what a StreamReader calls of its transport
-        self.resume_reading()
+        loop.add_reader(pipe.fd, self._ready)
 
     def _ready(self) -> None:
         try:
             data = os.read(self._pipe.fd, self.MAX_READ)
         except (BlockingIOError, InterruptedError):
             return
-        except OSError as exc:
-            self.close()
-            self._reader.set_exception(exc)
-            return
+        except OSError:
+            data = b""  # the pipe failed: its output ends here
         if data:
-            self._reader.feed_data(data)
+            self._sink.received(self._number, data)
         else:
             self.close()
 
-    def pause_reading(self) -> None:
-        if self._reading:
-            self._reading = False
-            self._loop.remove_reader(self._pipe.fd)
-
-    def resume_reading(self) -> None:
-        if not self._reading and not self._pipe.closed:
-            self._reading = True
-            self._loop.add_reader(self._pipe.fd, self._ready)
-
     def close(self) -> None:
-        """Stop reading and close the pipe; the reader sees the end of its data."""
-        self.pause_reading()
+        """Stop reading and close the pipe; the sink learns that it ended (once)."""
+        if self._pipe.closed:
+            return
+        self._loop.remove_reader(self._pipe.fd)
         self._pipe.close()
-        if not self._reader.at_eof():
-            self._reader.feed_eof()
+        self._sink.closed(self._number)
 
 
 class WarmProcess:
-    """A hook process forked by a server, supervised like `asyncio.subprocess.Process`: the same
-    attributes and `wait()`, with the exit status reported by the server that reaps it."""
+    """A hook process forked by a server: `pid`, `returncode`, `stdin` and `wait()` as an
+    `asyncio.subprocess.Process` has them, with the exit status reported by the server that reaps
+    it (`exited` is done then); its stdout and stderr go to the OutputSink it was started with."""
 
     def __init__(self, zygote: Zygote, run: bytes) -> None:
         self._zygote = zygote
@@ -196,9 +194,7 @@ class WarmProcess:
         self.lost: str | None = None  # why the exit status is unknown
         self.unsent_stdin = b""  # what did not fit into the stdin pipe before the child started
         self.stdin: asyncio.StreamWriter | None = None
-        self.stdout: asyncio.StreamReader | None = None
-        self.stderr: asyncio.StreamReader | None = None
-        self._feeds: list[_PipeFeed] = []
+        self._pipes: list[_OutputPipe] = []
         self._transport: asyncio.BaseTransport | None = None  # of stdin, when not all of it fitted
         loop = asyncio.get_running_loop()
         self.started: asyncio.Future[str | None] = loop.create_future()  # None, or why it did not start
@@ -210,8 +206,8 @@ class WarmProcess:
 
     def close(self) -> None:
         """Close the engine's ends of the pipes (after the run)."""
-        for feed in self._feeds:
-            feed.close()
+        for pipe in self._pipes:
+            pipe.close()
         if self._transport is not None:
             self._transport.close()
 
@@ -353,10 +349,13 @@ class Zygote:
         stdin: bytes,
         line: bytes,
         extra_env: Mapping[str, str] | None = None,
+        *,
+        output: OutputSink,
     ) -> WarmProcess | None:
         """Fork a child that runs the hook at `path`, with `extra_env` set in its environment; None
-        (and the reason logged) if it did not start, in which case no code of the hook ran. As much of `stdin` as the pipe holds is in it
-        before the child starts (the rest is in `unsent_stdin`), so the hook need not wait for it."""
+        (and the reason logged) if it did not start, in which case no code of the hook ran. As much
+        of `stdin` as the pipe holds is in it before the child starts (the rest is in
+        `unsent_stdin`), so the hook need not wait for it. Its stdout and stderr go to `output`."""
         if not self.alive or self.retiring:
             return None
         run = str(next(self._ids)).encode()
@@ -401,7 +400,7 @@ class Zygote:
                 stdin_w_f.close()  # all of it is in the pipe: the hook reads it to the end
             self._runs[run] = proc
             # Connected before the request: once a child may run, nothing here may fail.
-            await self._connect(proc, None if stdin_w_f.closed else stdin_w_f, stdout_r_f, stderr_r_f)
+            await self._connect(proc, None if stdin_w_f.closed else stdin_w_f, stdout_r_f, stderr_r_f, output)
             await self._send(
                 b"R" + b"\0".join(fields), [f.fileno() for f in (stdin_r_f, stdout_w_f, stderr_w_f)]
             )
@@ -456,14 +455,11 @@ class Zygote:
         finally:
             self._forget(proc, files)
 
-    async def _connect(self, proc: WarmProcess, stdin: Any, stdout: Any, stderr: Any) -> None:
+    async def _connect(
+        self, proc: WarmProcess, stdin: Any, stdout: _Pipe, stderr: _Pipe, output: OutputSink
+    ) -> None:
         loop = self._loop
-        readers = []
-        for pipe in (stdout, stderr):
-            reader = asyncio.StreamReader(limit=2**16, loop=loop)
-            proc._feeds.append(_PipeFeed(loop, pipe, reader))
-            readers.append(reader)
-        proc.stdout, proc.stderr = readers
+        proc._pipes = [_OutputPipe(loop, stdout, 1, output), _OutputPipe(loop, stderr, 2, output)]
         if stdin is None:
             return
         # A StreamReaderProtocol also for the writer: it gives StreamWriter.wait_closed its waiter.
@@ -671,9 +667,11 @@ class WarmStarts:
         env: Mapping[str, str] | None,
         stdin: bytes,
         extra_env: Mapping[str, str] | None = None,
+        output: OutputSink,
     ) -> WarmProcess | None:
         """Start `argv` (a hook and its stage) warm with `stdin`, or return None for a cold start.
-        `extra_env`: variables of this run alone (the server is chosen by `env`), set in the hook."""
+        `extra_env`: variables of this run alone (the server is chosen by `env`), set in the hook;
+        `output` gets its stdout and stderr."""
         if len(argv) != 2:
             return None
         path, stage = argv
@@ -697,7 +695,7 @@ class WarmStarts:
         if slot.dynamic and slot.probing is None and now - slot.probed_at >= REPROBE_EVERY_S:
             slot.probed_at = now
             slot.probing = asyncio.ensure_future(self._reprobe(slot, zygote))
-        proc = await zygote.spawn(path, stage, cwd, stdin, slot.interpreter.line, extra_env)
+        proc = await zygote.spawn(path, stage, cwd, stdin, slot.interpreter.line, extra_env, output=output)
         if proc is not None:
             self.warm_runs += 1
         return proc

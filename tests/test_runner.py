@@ -335,9 +335,20 @@ def test_timeout(ws: Path) -> None:
     assert took < 400 / 1000 + KILL_GRACE_S + 2
 
 
-def test_timeout_kills_hook_and_grandchild(ws: Path) -> None:
-    body = "echo $$ > hook.pid\nsleep 60 &\necho $! > grandchild.pid\necho '{\"started\": true}'\nwait\n"
-    run, took = timed(run_hook, hook(ws, "hang.sh", body), timeout_ms=500)
+HANGING = {
+    "sh": "echo $$ > hook.pid\nsleep 60 &\necho $! > grandchild.pid\necho '{\"started\": true}'\nwait\n",
+    "py": (
+        "import os, subprocess\nopen('hook.pid', 'w').write(str(os.getpid()))\n"
+        "child = subprocess.Popen(['sleep', '60'])\nopen('grandchild.pid', 'w').write(str(child.pid))\n"
+        "print('{\"started\": true}', flush=True)\nchild.wait()\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(HANGING))
+def test_timeout_kills_hook_and_grandchild(ws: Path, kind: str) -> None:
+    path = hook(ws, f"hang.{kind}", HANGING[kind], shebang=kind)
+    run, took = timed(run_hook, path, timeout_ms=500)
     hook_pid = int(wait_file(ws / "hook.pid"))
     grandchild = int(wait_file(ws / "grandchild.pid"))
     try:
@@ -371,9 +382,18 @@ time.sleep(60)
             kill_quietly(pid)
 
 
-def test_background_process_holding_stdout_does_not_block(ws: Path) -> None:
-    body = "sleep 30 &\necho $! > bg.pid\necho '{\"done\": true}'\nexit 0\n"
-    run, took = timed(run_hook, hook(ws, "bg.sh", body), timeout_ms=10_000)
+LEAVING = {
+    "sh": "sleep 30 &\necho $! > bg.pid\necho '{\"done\": true}'\nexit 0\n",
+    "py": (
+        "import subprocess\nbg = subprocess.Popen(['sleep', '30'])  # it inherits stdout and stderr\n"
+        "open('bg.pid', 'w').write(str(bg.pid))\nprint('{\"done\": true}')\n"
+    ),
+}
+
+
+@pytest.mark.parametrize("kind", sorted(LEAVING))
+def test_background_process_holding_stdout_does_not_block(ws: Path, kind: str) -> None:
+    run, took = timed(run_hook, hook(ws, f"bg.{kind}", LEAVING[kind], shebang=kind), timeout_ms=10_000)
     bg = int(wait_file(ws / "bg.pid"))
     try:
         assert run.error is None, run.error

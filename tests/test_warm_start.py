@@ -589,6 +589,16 @@ def test_a_hung_server_is_given_up_and_the_hook_runs_once(
     assert wait_gone(server)
 
 
+class Ignored:
+    """An OutputSink that keeps nothing."""
+
+    def received(self, fd: int, data: bytes) -> None:
+        pass
+
+    def closed(self, fd: int) -> None:
+        pass
+
+
 def test_a_hook_rewritten_meanwhile_is_not_run_warm(ws: Path, tmp_path: Path) -> None:
     """The server reads the hook when it forks: when its #! line is no longer the one the engine
     saw (the file was rewritten in between), it runs nothing, and the engine starts the hook cold."""
@@ -597,7 +607,7 @@ def test_a_hook_rewritten_meanwhile_is_not_run_warm(ws: Path, tmp_path: Path) ->
     async def scenario(warm: WarmStarts) -> tuple[WarmProcess | None, bool]:
         assert await warm.prepare(str(hook), cwd=str(ws), env=None)
         zygote = next(s.zygote for s in warm._slots.values() if s.zygote is not None)
-        started = await zygote.spawn(str(hook), "chat", str(ws), b"{}", b"#!/bin/sh")
+        started = await zygote.spawn(str(hook), "chat", str(ws), b"{}", b"#!/bin/sh", output=Ignored())
         await asyncio.sleep(0.3)
         return started, (ws / "ran").exists()
 
