@@ -22,7 +22,8 @@ next one; the time that background work takes is reported separately.
 CPU per hook run: of this process (the engine, its journal thread) during the dispatch, plus the
 hook processes: reaped children (RUSAGE_CHILDREN) for cold and direct runs, and for warm runs the
 ready interpreters' own CPU and their reaped children's (/proc/<pid>/stat, summed over the case:
-clock ticks are 10 ms). Ratio = median warm dispatch / median direct spawns.
+clock ticks are 10 ms); for warm runs the line also splits it into the engine's part and that of the
+ready interpreter and its child. Ratio = median warm dispatch / median direct spawns.
 Prints figures only; never asserts on timing.
 
 Run: .venv/bin/python bench/dispatch_overhead.py [--n 200] [--warmup 10] [--kinds python,sh]
@@ -236,10 +237,14 @@ async def bench_case(
         }
         if "warm" in samples:
             warm = samples["warm"]
+            engine_cpu = statistics.mean(cpu["warm"])
+            servers_cpu = servers["cpu"] / max(servers["runs"], 1)
             out.update(
                 warm_med=statistics.median(warm),
                 warm_p95=pct(warm, 0.95),
-                warm_cpu=statistics.mean(cpu["warm"]) + servers["cpu"] / max(servers["runs"], 1),
+                warm_cpu=engine_cpu + servers_cpu,
+                warm_engine_cpu=engine_cpu,
+                warm_servers_cpu=servers_cpu,
                 warm_ratio=statistics.median(warm) / statistics.median(direct),
                 cold_ratio=statistics.median(cold) / statistics.median(direct),
             )
@@ -291,7 +296,8 @@ async def main_async(args: argparse.Namespace) -> int:
             if "warm_med" in r:
                 line += (
                     f"warm dispatch median {r['warm_med']:6.2f} ms (p95 {r['warm_p95']:6.2f}, CPU/run "
-                    f"{r['warm_cpu']:5.2f}, {r['warm_ratio']:.2f}x direct) | "
+                    f"{r['warm_cpu']:5.2f}: engine {r['warm_engine_cpu']:4.2f}, ready interpreter and hook "
+                    f"{r['warm_servers_cpu']:4.2f}; {r['warm_ratio']:.2f}x direct) | "
                 )
             line += (
                 f"cold dispatch median {r['cold_med']:7.2f} ms (p95 {r['cold_p95']:7.2f}, CPU/run "
