@@ -37,11 +37,12 @@ import enum
 import hashlib
 import json
 import logging
+import math
 import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from pathlib import Path
 from typing import Any, Final, Self, TypeVar
 
@@ -62,9 +63,14 @@ MAX_PENDING_BYTES: Final = 32 * 1024 * 1024
 BLOB_MIN_BYTES: Final = 2048
 """A value of a `_BLOB_FIELDS` position at least this large (as JSON) is stored once, by hash."""
 TRIM_AT: Final = 0.95
+SIZE_READ_EVERY_S: Final = 1.0
+"""The writer reads the database's size (PRAGMA page_count) at most this often, unless what it wrote
+since could have taken it near `TRIM_AT` (see `Journal._size_bound`)."""
 TRIM_TO: Final = 0.85
 """Past `TRIM_AT` of `max_bytes`, the oldest rows go until the database is at `TRIM_TO` of it."""
 DEFAULT_MAX_BYTES: Final = 256 * 1024 * 1024
+_FLAT_KEYS: Final = 64  # a dict of at most this many strings is recognised by its items (_BlobSplitter)
+_SPLIT_PAGES: Final = 16  # pages one insert can add at most: 4 B-trees (a table, its indexes) x 4 levels
 
 _SCHEMA_V1: Final = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -332,6 +338,36 @@ class _PendingBlob:
         self.last_used = last_used
 
 
+def _surely_small(value: dict[Any, Any] | list[Any]) -> bool:
+    """Whether `value` encodes to less than BLOB_MIN_BYTES of JSON for sure, told without encoding
+    it (most values of a record are a few bytes): an upper bound, which counts every character of a
+    string as its longest escape."""
+    left = BLOB_MIN_BYTES
+    stack: list[Any] = [value]
+    while stack:
+        item = stack.pop()
+        kind = type(item)
+        if kind is str:
+            left -= 6 * len(item) + 3
+        elif kind is dict:
+            left -= 2
+            for key, inner in item.items():
+                if type(key) is not str:
+                    return False
+                left -= 6 * len(key) + 4
+                stack.append(inner)
+        elif kind is list or kind is tuple:
+            left -= 2 + len(item)
+            stack.extend(item)
+        elif item is None or kind is bool or kind is float or (kind is int and -(10**20) < item < 10**20):
+            left -= 32
+        else:
+            return False
+        if left <= 0:
+            return False
+    return True
+
+
 class _BlobSplitter:
     """Takes the large values out of a record for the `blobs` table.
 
@@ -343,8 +379,8 @@ class _BlobSplitter:
     CACHE_SIZE: Final = 32
 
     def __init__(self) -> None:
-        # id(value) -> (value, hash or None when the value is small)
-        self._seen: collections.OrderedDict[int, tuple[Any, str | None]] = collections.OrderedDict()
+        # id(value), or a dict of strings' items -> (value, hash or None when the value is small)
+        self._seen: collections.OrderedDict[Hashable, tuple[Any, str | None]] = collections.OrderedDict()
 
     def forget(self) -> None:
         self._seen.clear()
@@ -353,11 +389,19 @@ class _BlobSplitter:
         if isinstance(value, str):
             if len(value) < BLOB_MIN_BYTES:
                 return None
-        elif not isinstance(value, (dict, list)):
+        elif not isinstance(value, (dict, list)) or _surely_small(value):
             return None
-        key = id(value)
+        key: Hashable = id(value)
+        if (
+            type(value) is dict
+            and 0 < len(value) <= _FLAT_KEYS
+            and all(type(v) is str for v in value.values())
+        ):
+            # A new dict with the same strings (the prompts, read for every stage, come as one):
+            # the same items in the same order encode the same, so it is encoded and hashed once.
+            key = tuple(value.items())
         seen = self._seen.get(key)
-        if seen is not None and seen[0] is value:
+        if seen is not None and (seen[0] is value or type(key) is tuple):
             self._seen.move_to_end(key)
             digest = seen[1]
             if digest is not None:
@@ -536,6 +580,11 @@ class Journal:
             self._reader.close()
             raise
         self._page_size = int(self._writer.execute("PRAGMA page_size").fetchone()[0])
+        # The database's size as last read, when, and how much the batches written since could
+        # have added at most (upper bounds: see _grew).
+        self._size_read = 0
+        self._size_read_at = -math.inf
+        self._size_growth = 0
         # Rows per bounded table, as far as the writer knows; it may over-count (upserts of an
         # existing id count again) but never under-counts rows written by this journal, so
         # comparing it with max_runs is a cheap trigger for an exact count and a trim.
@@ -626,7 +675,10 @@ class Journal:
                 self._items.append((table, data))
                 self._pending_rows += 1
                 self._pending_bytes += size
-                self._cond.notify_all()
+                # The writer waits for a first record, then gathers for BATCH_INTERVAL_S: it needs
+                # waking for the first one and for a full batch only (each wake-up costs both threads).
+                if len(self._items) == 1 or len(self._items) >= BATCH_MAX_ROWS:
+                    self._cond.notify_all()
                 return
         if warn:
             log.warning("journal %s is closed; dropping records written after close", self.path)
@@ -745,7 +797,7 @@ class Journal:
         # Make room first when this batch would take the database past the limit.
         incoming = sum(len(row[-1]) for table_rows in rows.values() for row in table_rows)
         incoming += sum(len(blob.text or "") for blob in blobs.values())
-        if self._file_bytes() + incoming > TRIM_AT * self.max_bytes:
+        if self._size_bound() + incoming > TRIM_AT * self.max_bytes:
             self._trim(room=incoming)
         conn = self._writer
         try:
@@ -769,6 +821,7 @@ class Journal:
             self._write_rows_one_by_one(rows, blobs)
         for table, table_rows in rows.items():
             self._approx[table] += len(table_rows)
+        self._grew(incoming, sum(len(table_rows) for table_rows in rows.values()) + len(blobs))
         self._trim()
 
     def _write_blobs(self, blobs: dict[str, _PendingBlob]) -> None:
@@ -814,12 +867,13 @@ class Journal:
         no row uses any more."""
         try:
             trimmed = self._trim_rows()
-            if self._file_bytes() + room > TRIM_AT * self.max_bytes:
+            if self._size_bound() + room > TRIM_AT * self.max_bytes:
                 self._trim_bytes(room)
                 trimmed = True
             if trimmed:
                 self._collect_blobs()
                 self._shrink()
+                self._size_read_at = -math.inf  # read it again: the file shrank
         except Exception as exc:  # retry on the next batch
             self._rollback()
             self._note_error(f"journal retention trim failed: {exc!r}")
@@ -829,6 +883,23 @@ class Journal:
 
     def _file_bytes(self) -> int:
         return self._pragma("page_count") * self._page_size
+
+    def _size_bound(self) -> int:
+        """At least the database's size: its size as read, plus at most what was written since.
+        Read again (exactly) once a second, or when the bound comes near `TRIM_AT`: reading it for
+        every batch cost as much as a third of writing a stage's two rows."""
+        bound = self._size_read + self._size_growth
+        now = time.monotonic()
+        if now - self._size_read_at >= SIZE_READ_EVERY_S or bound > TRIM_AT * self.max_bytes * 0.9:
+            self._size_read, self._size_read_at, self._size_growth = self._file_bytes(), now, 0
+            bound = self._size_read
+        return bound
+
+    def _grew(self, written: int, rows: int) -> None:
+        """Count a batch of `rows` rows and blobs holding `written` bytes into the size bound: twice
+        the bytes (B-tree pages are at least half full) plus, per row and per batch, a page for
+        each level of each table and index an insert can split."""
+        self._size_growth += 2 * written + (rows + 1) * _SPLIT_PAGES * self._page_size
 
     def _used_bytes(self) -> int:
         return (self._pragma("page_count") - self._pragma("freelist_count")) * self._page_size

@@ -748,6 +748,29 @@ def test_a_history_shared_by_runs_is_stored_once(journal: Journal, path: Path) -
     assert journal.run(runs[3].id) == runs[3]
 
 
+def test_equal_prompts_read_anew_are_stored_once_and_changed_ones_again(journal: Journal, path: Path) -> None:
+    """Every stage reads the prompts into a new dict: the same items are one blob, other items (or
+    the same in another order, which encodes differently) another, and each run reads back its own."""
+    prompts = {"preamble": "p" * 3000, "chat": "c"}
+    inputs = [{"hook": "chat", "prompts": dict(prompts)} for _ in range(5)]
+    inputs.append({"hook": "chat", "prompts": {**prompts, "chat": "changed"}})
+    inputs.append({"hook": "chat", "prompts": {"chat": "c", "preamble": "p" * 3000}})
+    # Small containers stay in the row; one of many small items is over the size and is a blob.
+    inputs.append({"hook": "chat", "prompts": dict(prompts), "small": [1, 2, 3], "many": list(range(1000))})
+    runs = [make_run(i, input=data) for i, data in enumerate(inputs)]
+    for run in runs:
+        journal.record_run(run)
+    journal.flush()
+    with raw(path) as conn:
+        stored = conn.execute("SELECT COUNT(*) FROM blobs").fetchone()[0]
+        small_inline = (
+            "[1, 2, 3]" in conn.execute("SELECT data FROM runs WHERE id = ?", (runs[-1].id,)).fetchone()[0]
+        )
+    assert stored == 4  # the prompts, changed, reordered; and the long list
+    assert small_inline
+    assert [journal.run(r.id) for r in runs] == runs
+
+
 def test_retention_by_bytes_keeps_the_file_under_the_limit(path: Path) -> None:
     limit = 2 * 1024 * 1024
     with Journal(path, max_runs=1_000_000, max_bytes=limit) as journal:
