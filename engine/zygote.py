@@ -542,6 +542,8 @@ def _shut_down(status: int) -> int:
         pass
     if not _flush_std():
         status = 120
+    if gc.isenabled():
+        _collect()  # as the interpreter does before it destroys the modules: finalizers still work
     global _failure
     _failure = None
     sys.last_type = sys.last_value = sys.last_traceback = None
@@ -550,13 +552,19 @@ def _shut_down(status: int) -> int:
     for module in _loaded_by_the_hook():
         _clear(vars(module))
     _clear(_HOOK_MAIN)
-    # The garbage left, cycles included, with its finalizers. The server froze all it had before the
-    # fork, so the oldest generation holds objects only if the hook's collections (or gc.unfreeze)
-    # put them there; otherwise the young ones hold all the hook's, and collecting those spares a
-    # full collection's emptying of the free lists, which writes to dozens of the server's pages.
-    gc.collect(2 if gc.get_objects(2) else 1)
+    del gc.callbacks[:]  # the interpreter's last collection calls none
+    _collect()  # what clearing left, cycles included, with its finalizers
     _flush_std()
     return status
+
+
+def _collect() -> None:
+    """Collect the hook's garbage. The server froze all it had before the fork, so the oldest
+    generation holds objects only if the hook's own collections (or gc.unfreeze) put them there;
+    otherwise the young generations hold all the hook's, and collecting those spares a full
+    collection's emptying of the free lists, which writes to dozens of the server's pages. A hook
+    with gc.callbacks sees the generation: it gets the full collection, as a cold start does."""
+    gc.collect(2 if gc.callbacks or gc.get_objects(2) else 1)
 
 
 def _finish(status: int, interrupted: bool) -> None:

@@ -245,6 +245,13 @@ EXITS = {
         "import gc\nclass D:\n    def __del__(self):\n        print('{\"deleted\": true}')\n"
         "cycle = [D()]\ncycle.append(cycle)\ngc.freeze()\ngc.unfreeze()\n"
     ),
+    "garbage collected before the modules are cleared": (
+        "import sys\nclass D:\n    def __del__(self):\n        sys.stdout.write('{\"deleted\": true}\\n')\n"
+        "c = [D()]\nc.append(c)\ndel c\n"
+    ),
+    "gc callbacks at exit": (
+        "import gc, sys\ngc.callbacks.append(lambda phase, info: print(phase, info['generation'], file=sys.stderr))\n"
+    ),
     "thread": (
         "import threading, time\ndef late():\n    time.sleep(0.2)\n    print('{\"thread\": true}')\n"
         "threading.Thread(target=late).start()\n"
