@@ -67,8 +67,7 @@ class HookRegistry:
         # What each hook file was when it was last discovered (inode, size, mtime): the review gate
         # runs no hook whose file changed since.
         self._fingerprints: dict[str, tuple[int, int, int] | None] = {}
-        # handled() of the hooks and registrations it was computed from: the shim asks with every request.
-        self._handled: tuple[object, object, list[str]] | None = None
+        self._handled: list[str] = []  # handled(), set by discover: the shim asks with every request
 
     async def discover(self) -> HooksDiscovered:
         """Scan hooks/ and run `discover` on every hook in parallel (registration order stays the
@@ -81,6 +80,7 @@ class HookRegistry:
         self.hooks, self.skipped = hooks, skipped
         self.registrations = {r.file.name: r for r in regs}
         self._known = {r.file.name: r.protocol for r in regs}
+        self._handled = [stage for stage in STAGES if self.hooks_for(stage)]
         for s in skipped:
             self._warn("hooks", f"hooks/{s.name} skipped: {s.reason}")
         for r in regs:
@@ -144,12 +144,7 @@ class HookRegistry:
 
     def handled(self) -> list[str]:
         """The standard stages some hook runs for (what the shim needs to know to await a stage)."""
-        cached = self._handled
-        if cached is not None and cached[0] is self.hooks and cached[1] is self.registrations:
-            return list(cached[2])
-        stages = [s for s in STAGES if self.hooks_for(s)]
-        self._handled = (self.hooks, self.registrations, stages)
-        return list(stages)
+        return list(self._handled)
 
     def protocol_of(self, hook: HookFile) -> HookProtocol:
         reg = self.registrations.get(hook.name)

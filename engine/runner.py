@@ -15,7 +15,7 @@ import itertools
 import os
 import signal
 import time
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -230,10 +230,9 @@ async def run_process(
         )
         if warm_proc is not None:
             try:
-                await _supervise_warm(warm_proc, outputs, done, timeout_ms, stdout_limit, tag)
-            except asyncio.CancelledError:
-                await asyncio.shield(terminate_group(warm_proc, tag))
-                raise
+                await _unless_cancelled(
+                    _supervise_warm(warm_proc, outputs, done, timeout_ms, stdout_limit, tag), warm_proc, tag
+                )
             finally:
                 warm_proc.close()  # the engine's ends of its pipes
             if warm_proc.lost and done.failure is None:
@@ -255,13 +254,22 @@ async def run_process(
     except OSError as exc:
         done.spawn_error = exc
         return done
+    await _unless_cancelled(
+        _supervise(proc, done, stdin, timeout_ms, stdout_limit, stdout_fail_over, stderr_limit, tag),
+        proc,
+        tag,
+    )
+    return done
+
+
+async def _unless_cancelled(supervising: Awaitable[Finished], proc: Started, tag: str) -> None:
+    """Await `supervising`; when the caller gives up (the engine is stopping), end the process
+    group first: it must not outlive the run."""
     try:
-        await _supervise(proc, done, stdin, timeout_ms, stdout_limit, stdout_fail_over, stderr_limit, tag)
+        await supervising
     except asyncio.CancelledError:
-        # The caller gave up (the engine is stopping): the process group must not outlive it.
         await asyncio.shield(terminate_group(proc, tag))
         raise
-    return done
 
 
 async def _feed(writer: asyncio.StreamWriter | None, data: bytes | None) -> None:
@@ -330,12 +338,7 @@ async def _supervise(
             {asyncio.ensure_future(_drain(proc.stdout)), asyncio.ensure_future(_drain(proc.stderr))},
             timeout=PIPE_GRACE_S,
         )
-    done.stdout, done.stdout_truncated = bytes(out.data), out.cut
-    done.stderr, done.stderr_truncated = bytes(err.data), err.cut
-    done.returncode = proc.returncode
-    done.failure = failure
-    done.timed_out = timed_out
-    return done
+    return _ended(done, out, err, proc.returncode, failure, timed_out)
 
 
 async def _supervise_warm(
@@ -378,9 +381,16 @@ async def _supervise_warm(
     if feed_task is not None:
         feed_task.cancel()
         await asyncio.gather(feed_task, return_exceptions=True)
-    done.stdout, done.stdout_truncated = bytes(outputs.out.data), outputs.out.cut
-    done.stderr, done.stderr_truncated = bytes(outputs.err.data), outputs.err.cut
-    done.returncode = proc.returncode
+    return _ended(done, outputs.out, outputs.err, proc.returncode, failure, timed_out)
+
+
+def _ended(
+    done: Finished, out: _Capture, err: _Capture, returncode: int | None, failure: str | None, timed_out: bool
+) -> Finished:
+    """`done` filled in with what a supervised run captured and how it ended."""
+    done.stdout, done.stdout_truncated = bytes(out.data), out.cut
+    done.stderr, done.stderr_truncated = bytes(err.data), err.cut
+    done.returncode = returncode
     done.failure = failure
     done.timed_out = timed_out
     return done

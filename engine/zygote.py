@@ -297,7 +297,6 @@ def _serve(
     poller = select.poll()
     poller.register(ctrl, select.POLLIN)
     _drop_own_cache_entries()
-    gc.freeze()  # the children's collections leave the server's objects (and their pages) alone
     space = _socket.CMSG_SPACE(3 * 4)
     while True:
         for fd, _events in poller.poll():
@@ -328,7 +327,9 @@ def _serve(
                 _close(fds)
                 _send(sock, b"F", fields[0], str(exc))
                 continue
-            gc.freeze()  # what the server made since the last run too: a child starts with no young objects
+            # All the server has, made before this run too: the child's collections leave those
+            # objects (and their pages) alone, and it starts with no young objects.
+            gc.freeze()
             try:
                 pid = posix.fork()
             except OSError as exc:
