@@ -5,7 +5,7 @@ Both workspaces hold the example prompts, config and test; one has hooks/notes.p
 eight copies of it (notes1.py ... notes8.py, each registering its own name, so each brings its
 four tools). Both engines are started once (git init, initial commit, journal on, as in
 production); then, after a warm-up, `discover()` is timed on each, with hook_warm_start on (every
-hook forked from a ready interpreter, engine/warmstart.py) and off (every hook spawned: the engine
+hook forked from a ready interpreter, engine/warm/starts.py) and off (every hook spawned: the engine
 before warm starts). As a baseline, the same hooks' `discover` is also timed when spawned directly,
 all at once with asyncio (no engine). The order of the measurements rotates every round.
 
@@ -88,7 +88,7 @@ async def timed_discover(engine: Engine, hooks: int, warm: bool) -> tuple[float,
 async def direct_discover(paths: list[Path], cwd: Path) -> tuple[float, float, float]:
     """The same hooks' `discover` spawned directly, all at once (no engine): the baseline.
 
-    Spawned as engine/runner.py spawns hooks, each in a new session (start_new_session=True): with
+    Spawned as engine/hooks/runner.py spawns hooks, each in a new session (start_new_session=True): with
     the kernel's autogroup scheduling a new session is also a new CPU-share group, which changes
     how much CPU parallel hooks get on a busy machine, so the baseline must do the same."""
 

@@ -8,11 +8,11 @@ example prompts and config, plus N tiny hooks), starts a real Engine with its jo
   (a) direct: spawn each hook with asyncio (argv = stage, the same JSON document on stdin,
       cwd = workspace, stdout read to EOF), one after the other, as the engine does;
   (b) warm (python3 hooks): `await engine.stages.dispatch("mutate_request", ctx, session=...)` with
-      hook_warm_start on: every hook run forked from a ready interpreter (engine/warmstart.py);
+      hook_warm_start on: every hook run forked from a ready interpreter (engine/warm/starts.py);
   (c) cold: the same dispatch on the same engine with hook_warm_start off: every hook spawned
       (what the engine did before warm starts, and what it does for sh hooks);
   (d) for sh hooks (--setsid): like (a) but with start_new_session=True, the cost of a new session
-      per hook (engine/runner.py gives each hook its own process group, not its own session).
+      per hook (engine/hooks/runner.py gives each hook its own process group, not its own session).
 
 The order of the measurements rotates every iteration, so drift and noise hit all alike. Between
 iterations, outside the timed sections, the engine is allowed to settle (its background commit
@@ -49,7 +49,7 @@ from cputime import children_cpu_ms, servers_cpu_ms  # bench/cputime.py
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # tests/support is not an installed package
 
-from engine.dispatch import build_input  # noqa: E402
+from engine.hooks.dispatch import build_input  # noqa: E402
 from engine.runtime import Engine  # noqa: E402
 from tests.support.environment import drop_shims  # noqa: E402
 

@@ -82,7 +82,7 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # for tests/support (not an installed package)
 
-from engine.journal import Journal  # noqa: E402
+from engine.journal.store import Journal  # noqa: E402
 from engine.protocol.api import API_VERSION  # noqa: E402
 from evolve_demo.scripted_model import MockLLM, Reply  # noqa: E402
 from tests.support.engine_process import announcement, stop_workspace_engine  # noqa: E402
@@ -131,7 +131,7 @@ class TCPSocket(socket.socket):
 
 
 socket.socket = TCPSocket
-from engine.cli import main
+from engine.cli.main import main
 
 sys.exit(main())
 """

@@ -45,9 +45,9 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from engine.config import Config  # noqa: E402
-from engine.journal import MAX_PENDING_ROWS, Journal  # noqa: E402
+from engine.journal.store import MAX_PENDING_ROWS, Journal  # noqa: E402
 from engine.protocol.records import HookRun, new_id  # noqa: E402
+from engine.workspace.config import Config  # noqa: E402
 from tests.support.engine_process import EngineProcess  # noqa: E402
 from tests.support.environment import REPO, isolated_env  # noqa: E402
 

@@ -33,8 +33,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # tests/support is not an installed package
 
+from engine.hooks.validation import copy_workspace  # noqa: E402
 from engine.runtime import Engine  # noqa: E402
-from engine.validation import copy_workspace  # noqa: E402
 from tests.support.environment import drop_shims  # noqa: E402
 
 TARGET_S = 1.0
@@ -126,7 +126,7 @@ async def run_test_directly(root: Path) -> float:
         stderr=asyncio.subprocess.PIPE,
         cwd=str(root),
         env=env,
-        # As engine/validation.py runs tests: in a new session. With the kernel's autogroup
+        # As engine/hooks/validation.py runs tests: in a new session. With the kernel's autogroup
         # scheduling a new session is also a new CPU-share group, which matters on a busy machine.
         start_new_session=True,
     )

@@ -12,39 +12,39 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
-from .activity import Activity
-from .background import Background
-from .bridge import Bridge
-from .bus import EventBus
-from .changes import Changes
-from .commits import Commits, HeadMemory
-from .config import Config, ConfigIssue, load_config
-from .connections import Connections, OpencodeSessions
-from .discovery import HookFile
-from .followups import Followups
-from .gate import Gate
-from .gitstore import GitError, GitStore
-from .hcp import fired_stages, hcp_input
-from .heartbeat import Clock, Heartbeat, Opencode
-from .hookrun import HookRunner
-from .hooks import HookRegistry
-from .journal import Journal
-from .locks import WorkspaceLock
-from .loops import Loops
-from .models import ModelMemory
-from .notifier import Notifier
-from .protocol.events import EventKind
-from .protocol.records import ConfigChanged, EngineStatus, JSONDict, Notice
-from .recovery import Recovery
-from .replay import Replayer
-from .sessions import SessionStore
-from .stages import Stages
-from .toolcalls import OpencodeCalls
-from .tools import Tools
-from .toolstages import ToolStages
-from .warmstart import WarmStarts
-from .watcher import Watcher
-from .workspace import StateFile, Workspace
+from engine.changes.commits import Commits, HeadMemory
+from engine.changes.gate import Gate
+from engine.changes.gitstore import GitError, GitStore
+from engine.changes.history import Changes
+from engine.changes.recovery import Recovery
+from engine.core.activity import Activity
+from engine.core.background import Background
+from engine.core.bus import EventBus
+from engine.heartbeat.service import Clock, Heartbeat, Opencode
+from engine.hooks.discovery import HookFile
+from engine.hooks.hookrun import HookRunner
+from engine.hooks.protocols import fired_stages, hcp_input
+from engine.hooks.registry import HookRegistry
+from engine.hooks.stages import Stages
+from engine.journal.store import Journal
+from engine.opencode.bridge import Bridge
+from engine.opencode.connections import Connections, OpencodeSessions
+from engine.opencode.followups import Followups
+from engine.opencode.loops import Loops
+from engine.opencode.models import ModelMemory
+from engine.opencode.notifier import Notifier
+from engine.opencode.sessions import SessionStore
+from engine.opencode.toolcalls import OpencodeCalls
+from engine.opencode.toolstages import ToolStages
+from engine.protocol.events import EventKind
+from engine.protocol.records import ConfigChanged, EngineStatus, JSONDict, Notice
+from engine.replay.replayer import Replayer
+from engine.tools.toolbox import Tools
+from engine.warm.starts import WarmStarts
+from engine.workspace.config import Config, ConfigIssue, load_config
+from engine.workspace.layout import StateFile, Workspace
+from engine.workspace.locks import WorkspaceLock
+from engine.workspace.watcher import Watcher
 
 log = logging.getLogger("evolve")
 

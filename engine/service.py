@@ -15,10 +15,10 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
-from . import __version__
-from .protocol.announcement import Announcement
-from .protocol.api import API_VERSION
-from .workspace import Workspace
+from engine import __version__
+from engine.protocol.announcement import Announcement
+from engine.protocol.api import API_VERSION
+from engine.workspace.layout import Workspace
 
 log = logging.getLogger("evolve.service")
 
@@ -107,8 +107,8 @@ async def serve(
     """Run the engine and its API until SIGTERM/SIGINT or a shutdown request."""
     import uvicorn
 
-    from .api import build_app
-    from .runtime import Engine
+    from engine.api import build_app
+    from engine.runtime import Engine
 
     ws = Workspace(root)
     lock = acquire_lock(ws)

@@ -135,7 +135,7 @@ class Demo:
             )
 
     def _make_workspace(self) -> None:
-        from engine.gitstore import GitStore
+        from engine.changes.gitstore import GitStore
 
         self._run([sys.executable, "-m", "engine", "init", str(self.workspace)], "evolve init")
         config = self.workspace / "config" / "evolve.jsonc"
@@ -155,7 +155,7 @@ class Demo:
         )
 
     def _make_project(self, model_url: str) -> None:
-        from engine.shim_install import install
+        from engine.opencode.shim_install import install
 
         self.project.mkdir(parents=True)
         self._run(["git", "init", "-q", str(self.project)], "git init")

@@ -182,7 +182,7 @@ def test_the_wire_contract_imports_only_the_standard_library() -> None:
 
 PROBE = """
 import json, sys
-from engine.cli import main
+from engine.cli.main import main
 try:
     code = main(sys.argv[1:])
 except SystemExit as exc:

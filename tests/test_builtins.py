@@ -20,10 +20,10 @@ from typing import Any
 
 import pytest
 
-from engine.builtins import BUILTINS
-from engine.gitstore import GitStore
+from engine.changes.gitstore import GitStore
 from engine.protocol.records import ToolCall
 from engine.runtime import Engine
+from engine.tools.builtins import BUILTINS
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "engine" / "example"
 

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from engine.changes import ChangeError
+from engine.changes.history import ChangeError
+from engine.changes.provenance import parse_counts
 from engine.protocol.records import Change
-from engine.provenance import parse_counts
 from engine.runtime import Engine
 from tests.support.in_process import run_engine
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli import build_parser
+from engine.cli.main import build_parser
 from engine.protocol.stages import STAGES
 from tests.support.engine_process import EngineProcess
 from tests.support.environment import REPO, isolated_env

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from engine.config import FIELDS, Config, ConfigIssue, LoadedConfig, Model, load_config
+from engine.workspace.config import FIELDS, Config, ConfigIssue, LoadedConfig, Model, load_config
 
 # A base that differs from the defaults in every field, to tell "kept from base" from "default".
 BASE = Config(

@@ -138,7 +138,7 @@ def test_acknowledged_runs_survive_a_kill_but_the_last_queued_few(tmp_path: Path
     """Runs the engine has answered for are in the journal after a kill -9, except at most what its
     writer's bounded queue held (journal.MAX_PENDING_ROWS): the engine waits for the writer instead
     of acknowledging an unbounded backlog."""
-    from engine.journal import MAX_PENDING_ROWS
+    from engine.journal.store import MAX_PENDING_ROWS
 
     ws = tmp_path / "ws"
     ws.mkdir()
@@ -195,7 +195,7 @@ def test_an_engine_whose_workspace_is_deleted_notices_and_stops(tmp_path: Path) 
 def test_a_command_while_an_engine_runs_leaves_its_calls_in_progress_alone(tmp_path: Path) -> None:
     """`evolve tools` starts an engine of its own in its process; the calls the running engine has in
     progress are not interrupted ones, and it must not finish them."""
-    from engine.journal import Journal
+    from engine.journal.store import Journal
     from engine.protocol.records import ToolCall
 
     ws = tmp_path / "ws"

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from engine.discovery import HookFile, registration_from, scan_hooks
+from engine.hooks.discovery import HookFile, registration_from, scan_hooks
 from engine.runtime import Engine
 from tests.support.in_process import run_engine
 

@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import pytest
 
-from engine.dispatch import Dispatcher, build_input, merge, recover_defaults
+from engine.hooks.dispatch import Dispatcher, build_input, merge, recover_defaults
 from engine.protocol.stages import NO_RECOVER
 from engine.runtime import Engine
 

@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from engine.gitstore import GitStore, parse_trailers, trailers_text
+from engine.changes.gitstore import GitStore, parse_trailers, trailers_text
 from engine.runtime import Engine
 
 

@@ -20,8 +20,8 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from engine.doctor import diagnose
-from engine.hcp import fired_stages
+from engine.cli.doctor import diagnose
+from engine.hooks.protocols import fired_stages
 from engine.protocol.api import HANDLED_HEADER as HANDLED
 from engine.protocol.events import Event, EventKind
 from engine.protocol.stages import HookProtocol

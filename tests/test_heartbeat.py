@@ -24,7 +24,7 @@ from typing import Any
 
 import pytest
 
-from engine.opencode import OpencodeUnreachable as Unreachable
+from engine.opencode.client import OpencodeUnreachable as Unreachable
 from engine.protocol.events import Event
 from engine.protocol.records import TickResult
 from engine.runtime import Engine

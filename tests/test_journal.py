@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine import strictjson
-from engine.journal import SCHEMA_VERSION, Journal
+from engine.journal.store import SCHEMA_VERSION, Journal
 from engine.protocol.records import HookRun, StageResult, ToolCall
 from tests.support.waiting import wait_for
 
@@ -710,7 +710,7 @@ def test_newer_schema_refused(path: Path) -> None:
 
 
 def test_a_full_queue_makes_the_caller_wait_for_the_writer(path: Path) -> None:
-    from engine.journal import MAX_PENDING_ROWS
+    from engine.journal.store import MAX_PENDING_ROWS
 
     with Journal(path) as journal:
         blocker = sqlite3.connect(path, isolation_level=None)
@@ -871,7 +871,7 @@ def test_the_journal_is_readable_by_its_owner_only(path: Path) -> None:
 
 
 def test_a_journal_of_the_previous_version_is_migrated(path: Path) -> None:
-    from engine.journal import _SCHEMA_V1, _SCHEMA_V2
+    from engine.journal.store import _SCHEMA_V1, _SCHEMA_V2
 
     path.parent.mkdir(parents=True)
     with raw(path) as conn:

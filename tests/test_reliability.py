@@ -22,8 +22,8 @@ import httpx
 import pytest
 
 from engine.api import build_app, operator_routes
-from engine.gitstore import GitStore
-from engine.journal import Journal
+from engine.changes.gitstore import GitStore
+from engine.journal.store import Journal
 from engine.protocol.events import Event
 from engine.protocol.records import ToolCall
 from engine.runtime import Engine

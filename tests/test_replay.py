@@ -22,10 +22,10 @@ from typing import Any, TypeVar
 import pytest
 
 from engine.protocol.records import InputComparison, ReplayResult, StageComparison, inputs_named
-from engine.replay import ReplayError
-from engine.replay_inputs import Recorded, UnknownStage, choose
+from engine.replay.inputs import Recorded, UnknownStage, choose
+from engine.replay.replayer import ReplayError
+from engine.replay.worddiff import compare, volatile
 from engine.runtime import Engine
-from engine.worddiff import compare, volatile
 from tests.support.engine_process import EngineProcess
 from tests.support.environment import REPO, isolated_env
 from tests.support.processes import pid_alive, wait_gone

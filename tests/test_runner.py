@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from engine.hooks.runner import KILL_GRACE_S, STDERR_LIMIT, execute, parse_jsonl
 from engine.protocol.records import HookRun, new_id
-from engine.runner import KILL_GRACE_S, STDERR_LIMIT, execute, parse_jsonl
 from tests.support.processes import wait_gone
 from tests.support.warm import WarmLoop
 

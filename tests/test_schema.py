@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 from jsonschema import Draft202012Validator
 
-from engine.schema import (
+from engine.tools.schema import (
     SCHEMA_DIALECT,
     ToolSpecError,
     param_schema,

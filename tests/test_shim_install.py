@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from engine.shim_install import install, shim_file
+from engine.opencode.shim_install import install, shim_file
 from tests.support.environment import REPO
 
 

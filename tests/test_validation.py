@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from engine.gitstore import GitStore
-from engine.validation import Validation, validate
+from engine.changes.gitstore import GitStore
+from engine.hooks.validation import Validation, validate
 from tests.support.processes import pid_alive, wait_gone
 
 HOOK = "#!/bin/sh\necho original\n"

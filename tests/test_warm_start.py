@@ -1,4 +1,4 @@
-"""Warm starts of Python hooks (engine/warmstart.py, engine/zygote.py): a hook forked from a ready
+"""Warm starts of Python hooks (engine/warm/starts.py, engine/warm/zygote.py): a hook forked from a ready
 interpreter is what a cold start of it is (docs/hooks.md, "Warm start", lists the exceptions), and
 nothing that goes wrong with a ready interpreter fails or repeats a run.
 
@@ -27,9 +27,9 @@ from typing import Any, TypeVar
 import pytest
 
 from engine import warmstart
+from engine.hooks.runner import execute, run_process
 from engine.protocol.records import HookRun, new_id
-from engine.runner import execute, run_process
-from engine.warmstart import WarmProcess, WarmStarts, python_interpreter
+from engine.warm.starts import WarmProcess, WarmStarts, python_interpreter
 from tests.support.processes import PROC, pid_alive, wait_gone
 from tests.support.warm import WarmLoop
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from engine.protocol.workspace import resolve_workspace
-from engine.workspace import (
+from engine.workspace.layout import (
     PROMPT_CONTRACT,
     PROMPT_FILES,
     StateFile,

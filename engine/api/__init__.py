@@ -10,11 +10,11 @@ from __future__ import annotations
 from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
-from ..runtime import Engine
-from .events_route import add_events_route
-from .http import Router, TokenAuth
-from .operator_routes import add_operator_routes
-from .shim_routes import add_shim_routes
+from engine.api.events_route import add_events_route
+from engine.api.http import Router, TokenAuth
+from engine.api.operator_routes import add_operator_routes
+from engine.api.shim_routes import add_shim_routes
+from engine.runtime import Engine
 
 
 def build_app(engine: Engine, token: str) -> ASGIApp:

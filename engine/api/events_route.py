@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from ..protocol.api import BRIEF_RUN_FIELDS
-from ..protocol.events import Event, EventKind
-from ..runtime import Engine
-from .http import ApiError, Router, sse
+from engine.api.http import ApiError, Router, sse
+from engine.protocol.api import BRIEF_RUN_FIELDS
+from engine.protocol.events import Event, EventKind
+from engine.runtime import Engine
 
 KEEP_ALIVE_S = 15.0
 

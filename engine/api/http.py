@@ -16,8 +16,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from .. import __version__, strictjson
-from ..protocol.api import API_VERSION, API_VERSION_HEADER
+from engine import __version__
+from engine.core import strictjson
+from engine.protocol.api import API_VERSION, API_VERSION_HEADER
 
 log = logging.getLogger("evolve.api")
 Handler = Callable[[Request], Awaitable[Response]]

@@ -14,16 +14,16 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 from starlette.responses import Response
 
-from .. import __version__
-from ..changes import ChangeError
-from ..gitstore import GitError
-from ..journal import Journal
-from ..protocol.api import API_VERSION
-from ..protocol.stages import STAGES
-from ..replay import DEFAULT_LIMIT, Change, ReplayError
-from ..replay_inputs import UnknownStage
-from ..runtime import Engine
-from .http import ApiError, JSONResponse, Router, body, float_param, int_param, opt_int, opt_str
+from engine import __version__
+from engine.api.http import ApiError, JSONResponse, Router, body, float_param, int_param, opt_int, opt_str
+from engine.changes.gitstore import GitError
+from engine.changes.history import ChangeError
+from engine.journal.store import Journal
+from engine.protocol.api import API_VERSION
+from engine.protocol.stages import STAGES
+from engine.replay.inputs import UnknownStage
+from engine.replay.replayer import DEFAULT_LIMIT, Change, ReplayError
+from engine.runtime import Engine
 
 _T = TypeVar("_T")
 

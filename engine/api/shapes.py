@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit
 
-from .http import ApiError
+from engine.api.http import ApiError
 
 MAX_URL = 2048
 MAX_TOKEN = 4096

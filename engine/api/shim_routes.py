@@ -11,11 +11,11 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from ..protocol.api import HANDLED_HEADER
-from ..protocol.opencode import OWN_CALL_PREFIXES
-from ..runtime import Engine
-from .http import ApiError, JSONResponse, Router, body, opt_obj, opt_str
-from .shapes import connection, event_of, history_of, message_of, model_of, parts_of, system_of
+from engine.api.http import ApiError, JSONResponse, Router, body, opt_obj, opt_str
+from engine.api.shapes import connection, event_of, history_of, message_of, model_of, parts_of, system_of
+from engine.protocol.api import HANDLED_HEADER
+from engine.protocol.opencode import OWN_CALL_PREFIXES
+from engine.runtime import Engine
 
 CONNECTION_HEADER = "x-evolve-connection"  # the shim's connection id, on every call after connecting
 

@@ -23,7 +23,7 @@ from textual.message import Message
 from textual.pilot import Pilot
 from textual.widgets import Checkbox, Input, OptionList, SelectionList
 
-from engine.notifier import wrap
+from engine.opencode.notifier import wrap
 from evolve_console.app import EvolveConsole
 from evolve_console.detail import DetailPane
 from evolve_console.diffview import DiffView

@@ -38,9 +38,9 @@ from textual.pilot import Pilot
 from textual.widgets import Input, TextArea
 
 import evolve_console.app
-from engine.journal import Journal
+from engine.changes.provenance import PROVENANCE_REF, encode
+from engine.journal.store import Journal
 from engine.protocol.records import Evidence, HookRun, PendingChange, Provenance, StageResult, ToolCall
-from engine.provenance import PROVENANCE_REF, encode
 from evolve_console.app import EvolveConsole
 from evolve_console.client import Target
 from evolve_console.detail import DetailPane

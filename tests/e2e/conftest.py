@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import httpx
 import pytest
 
-from engine.journal import Journal
+from engine.journal.store import Journal
 from evolve_demo import opencode_setup
 from evolve_demo.scripted_model import MockLLM, Request
 from tests.support.engine_process import announcement, stop_workspace_engine

@@ -9,7 +9,7 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
-from engine.warmstart import WarmStarts
+from engine.warm.starts import WarmStarts
 
 VARIABLE = "EVOLVE_HOOK_WARM_START"
 T = TypeVar("T")

@@ -1,0 +1,426 @@
+"""Self-modifications as the operator sees them: the workspace's git history with where each change
+came from and whether it was reviewed, approvals (git notes), reverts (new commits), and, with
+`"review": "gate"`, the agent's hook and prompt changes held until an operator approves them."""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import os
+import stat
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from engine.changes.commits import Commits
+from engine.changes.gitstore import Commit, GitError, RevertConflict
+from engine.changes.provenance import PROVENANCE_REF, decode
+from engine.core import strictjson
+from engine.core.activity import Activity
+from engine.core.bus import EventBus
+from engine.protocol.records import (
+    Change,
+    FileAtChange,
+    PendingChange,
+    Provenance,
+    ReviewRecorded,
+    SessionInfo,
+    new_id,
+)
+from engine.tools.host import CallContext
+from engine.workspace.layout import Workspace, write_atomic
+
+
+class ChangeError(RuntimeError):
+    """An operator action that cannot be done; the message says why and what to do. `details` is
+    what a program needs to act on it (e.g. the later commits that a revert conflicts with)."""
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.details = details or {}
+
+
+REVIEWED_AREAS = ("hooks/", "prompts/", "config/", "tests/")
+"""Where a change alters what the agent is: an agent's or a hook's change there needs a review."""
+
+
+def needs_review(origin: str, files: list[str]) -> bool:
+    return origin in ("agent", "hook", "heartbeat") and any(f.startswith(REVIEWED_AREAS) for f in files)
+
+
+def origin_of(trailers: dict[str, str]) -> str:
+    """agent (a tool call of the agent), operator, heartbeat, hook, external, initial, or manual (a
+    commit made with git directly, without evolve's trailers)."""
+    origin = trailers.get("origin")
+    if origin == "tool":
+        return "agent"
+    return origin or "manual"
+
+
+def installed_at(change: Change) -> float:
+    """When a change took effect: the moment its provenance was recorded, else its commit's second
+    (git keeps whole seconds: a prompt frozen within that second counts as before it)."""
+    if change.provenance is not None and change.provenance.at:
+        return change.provenance.at
+    return change.time + 1.0
+
+
+def sha256(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+class Changes:
+    def __init__(
+        self,
+        workspace: Workspace,
+        commits: Commits,
+        bus: EventBus,
+        activity: Activity,
+        files_changed: Callable[[list[str]], Awaitable[None]],
+        tell: Callable[[str, str, str], Awaitable[object]],
+        sessions: Callable[[], list[SessionInfo]],
+        refresh: Callable[[str], bool],
+        held: Callable[[PendingChange], None] | None = None,
+    ) -> None:
+        self._workspace = workspace
+        self._commits = commits
+        self._git = commits.git
+        self._bus = bus
+        self._activity = activity
+        self._files_changed = files_changed  # hooks, prompts or config changed: reload them
+        self._tell = tell  # (session, message, change): a notification to the session behind a change
+        self._sessions = sessions  # the sessions the engine knows
+        self._refresh = refresh  # drop a session's frozen prompt: its next request composes one anew
+        self._held = held  # a change was held for review (it is replayed for the reviewer)
+        self.dir = workspace.state_dir / "pending"
+
+    # ---- history ----------------------------------------------------------------------------
+
+    def history(self, limit: int = 200) -> list[Change]:
+        """The newest `limit` commits, newest first, each with its origin, review state and
+        provenance."""
+        reviews = self._git.reviews(limit)
+        provenance = self._git.notes(PROVENANCE_REF, limit)
+        changes = []
+        for c in self._git.log(limit):
+            trailers = c["trailers"]
+            assert isinstance(trailers, dict)
+            message = str(c["message"])
+            sha = str(c["sha"])
+            files = [str(f) for f in c["files"]]  # type: ignore[attr-defined]
+            origin = origin_of(trailers)
+            changes.append(
+                Change(
+                    sha=sha,
+                    time=int(str(c["time"])),
+                    message=message,
+                    subject=message.splitlines()[0] if message else "",
+                    trailers=trailers,
+                    files=files,
+                    origin=origin,
+                    review=reviews.get(sha),
+                    reverts=trailers.get("reverts"),
+                    provenance=decode(provenance[sha]) if sha in provenance else None,
+                )
+            )
+        reverted: dict[str, str] = {}
+        for change in changes:
+            for target in (change.reverts or "").split():
+                reverted.setdefault(target, change.sha)
+        for change in changes:
+            change.reverted_by = reverted.get(change.sha)
+            if change.reverted_by:
+                change.state = "reverted"
+            elif change.review:
+                change.state = "approved"
+            elif needs_review(change.origin, change.files):
+                change.state = "unreviewed"
+        return changes
+
+    def change(self, rev: str) -> Change:
+        sha = self._resolve(rev)
+        found = next((c for c in self.history(1000) if c.sha == sha), None)
+        if found is None:
+            raise ChangeError(f"commit {sha[:10]} is older than the 1,000 newest; look at it with git")
+        return found
+
+    def impact(self, rev: str) -> dict[str, Any]:
+        """What reverting a change would touch: the sessions whose frozen system prompt was composed
+        while this version was installed (they keep sending it until refreshed), the later commits
+        that touch the same files (a revert of this one alone may conflict with them), and the
+        sessions frozen while one of those later versions was installed (a revert together undoes
+        those versions too)."""
+        change = self.change(rev)
+        later = self._git.later_commits(change.sha, change.files)
+        by_sha = {c.sha: c for c in self.history(1000)}
+        since = installed_at(change)
+        until = min((installed_at(by_sha[s]) for s in later if s in by_sha), default=None)
+        frozen = [
+            s
+            for s in self._sessions()
+            if s.system is not None and s.frozen_at is not None and s.frozen_at >= since
+        ]
+        affected = [s for s in frozen if until is None or (s.frozen_at or 0.0) < until]
+        listed = {s.id for s in affected}
+        return {
+            "sha": change.sha,
+            "sessions": [replace(s, history=None).to_dict() for s in affected],
+            "later": [by_sha[s].to_dict() if s in by_sha else {"sha": s} for s in later],
+            "later_sessions": [replace(s, history=None).to_dict() for s in frozen if s.id not in listed],
+        }
+
+    def diff(self, rev: str) -> dict[str, Any]:
+        sha = self._resolve(rev)
+        text, truncated = self._git.show_diff(sha)
+        return {"sha": sha, "diff": text, "truncated": truncated}
+
+    def file(self, rev: str, path: str, old_path: str | None = None, limit: int = 2_000_000) -> FileAtChange:
+        """`path` as commit `rev` left it and (as `old_path`, for a rename) as it was before, each
+        cut at `limit` characters; for a binary file, only that it is binary."""
+        sha = self._resolve(rev)
+        old_path = old_path or path
+        before, after = self._git.file_versions(sha, path, old_path)
+        if before is None and after is None:
+            raise ChangeError(f"commit {sha[:10]} has no file {path!r} (nor had its parent {old_path!r})")
+        found = FileAtChange(sha, path, old_path, None, None)
+        if any(b"\0" in data[:8000] for data in (before, after) if data):  # as git tells binary files
+            found.binary = True
+            return found
+        for side, data in (("before", before), ("content", after)):
+            if data is not None:
+                text = data.decode("utf-8", errors="replace")
+                found.truncated = found.truncated or len(text) > limit
+                setattr(found, side, text[:limit])
+        return found
+
+    def _resolve(self, rev: str) -> str:
+        try:
+            sha = self._git.resolve(rev)
+        except GitError:
+            sha = ""
+        if not sha:
+            raise ChangeError(f"no commit {rev!r} in {self._workspace.root}")
+        return sha
+
+    async def approve(self, rev: str, who: str = "operator") -> dict[str, Any]:
+        change = self.change(rev)
+        note = f"approved by {who} at {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}"
+        await asyncio.to_thread(self._git.add_review, change.sha, note)
+        self._bus.publish(ReviewRecorded(change.sha, note))
+        # Approving a reverted change records a judgement; the change stays undone, and the agent
+        # must not take the approval for its return.
+        still = f"; it stays reverted by {change.reverted_by[:10]}" if change.reverted_by else ""
+        await self._tell_author(
+            change.provenance,
+            f'The operator approved your change "{change.subject}" ({change.sha[:10]}){still}.',
+            change.sha,
+        )
+        return {"sha": change.sha, "review": note}
+
+    async def revert(
+        self, rev: str, who: str = "operator", refresh: list[str] | None = None, together: bool = False
+    ) -> dict[str, Any]:
+        """Undo the change with a new commit (history is never rewritten). `together`: also undo the
+        later commits that touch the same files, in the same commit. `refresh`: sessions whose
+        frozen prompt to drop afterwards."""
+        change = self.change(rev)
+        if self._git.parent_is_root(change.sha):
+            raise ChangeError("the initial commit cannot be reverted (it would empty the workspace)")
+        later = self._git.later_commits(change.sha, change.files) if together else []
+        shas = [*later, change.sha]  # newest first
+        with self._activity.running():
+            await self._commits.commit_external()  # a hand edit must not be mixed into the revert
+            async with self._commits.lock:
+                subject = change.subject + (f" and {len(later)} later change(s)" if later else "")
+                try:
+                    commit = await asyncio.to_thread(
+                        self._git.revert,
+                        shas,
+                        f"revert: {subject}",
+                        {"Origin": "operator", "Reverts": " ".join(shas), "By": who},
+                    )
+                except RevertConflict as exc:
+                    blocking = self._git.later_commits(change.sha, change.files)
+                    raise ChangeError(
+                        f"{exc}"
+                        + (
+                            f"; later changes to the same files: {', '.join(s[:10] for s in blocking)}"
+                            " (revert them together with this one)"
+                            if blocking and not together
+                            else ""
+                        ),
+                        {"conflict": exc.files, "later": blocking},
+                    ) from exc
+            if commit is None:
+                raise ChangeError(f"reverting {change.sha[:10]} changes nothing (already undone?)")
+            self._commits.announce(commit)
+            await self._files_changed(list(commit.files))
+        refreshed = [sid for sid in refresh or [] if self._refresh(sid)]
+        await self._tell_author(
+            change.provenance,
+            f'The operator reverted your change "{change.subject}" ({change.sha[:10]}) with commit '
+            f"{commit.sha[:10]}: {', '.join(change.files)} are back to their earlier version.",
+            commit.sha,
+        )
+        return {"sha": commit.sha, "reverted": shas, "files": list(commit.files), "refreshed": refreshed}
+
+    async def _tell_author(self, provenance: Provenance | None, message: str, change: str) -> None:
+        """Let the session that made a change know what became of it (a notification)."""
+        if provenance is not None and provenance.session:
+            await self._tell(provenance.session, message, change)
+
+    # ---- review gate ------------------------------------------------------------------------
+
+    def hold(
+        self,
+        rel: str,
+        old: bytes,
+        new: str,
+        message: str,
+        ctx: CallContext,
+        hook: str | None,
+        provenance: Provenance | None = None,
+    ) -> PendingChange:
+        pending = PendingChange(
+            id=new_id("chg"),
+            file=rel,
+            content=new,
+            base_sha256=sha256(old),
+            message=message,
+            tool=ctx.tool,
+            session=ctx.session,
+            call_id=ctx.call_id,
+            hook=hook,
+            created_at=time.time(),
+            provenance=provenance,
+        )
+        self._save(pending)
+        self._bus.publish(pending.summary())
+        if self._held is not None:
+            self._held(pending)
+        return pending
+
+    def _save(self, pending: PendingChange) -> None:
+        write_atomic(
+            # strictjson: a content with unpaired surrogates (bytes that are not UTF-8) is kept, escaped
+            self.dir / f"{pending.id}.json",
+            strictjson.dumps(pending.to_dict()).encode(),
+        )
+
+    def pending(self, include_decided: bool = False) -> list[PendingChange]:
+        items: list[PendingChange] = []
+        if not self.dir.is_dir():
+            return items
+        for path in sorted(self.dir.glob("*.json")):
+            try:
+                data = json.loads(path.read_text(encoding="utf-8"))
+                item = PendingChange.from_dict(data)
+            except (OSError, ValueError, TypeError):
+                continue
+            if include_decided or item.status == "pending":
+                items.append(item)
+        return items
+
+    def get(self, pending_id: str) -> PendingChange:
+        path = self.dir / f"{os.path.basename(pending_id)}.json"
+        try:
+            return PendingChange.from_dict(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError, TypeError):
+            raise ChangeError(f"no pending change {pending_id!r}") from None
+
+    async def approve_pending(self, pending_id: str, who: str = "operator") -> dict[str, Any]:
+        item = self.get(pending_id)
+        if item.status != "pending":
+            raise ChangeError(f"change {pending_id} was already {item.status}")
+        target = Path(os.path.realpath(self._workspace.root / item.file))
+        with self._activity.running():
+            async with self._commits.lock:
+                try:
+                    current = target.read_bytes()
+                except OSError:
+                    current = b""
+                if sha256(current) != item.base_sha256:
+                    item.status, item.decided_at = "stale", time.time()
+                    item.note = (
+                        f"{item.file} changed after the agent proposed this; ask it to redo the change"
+                    )
+                    self._save(item)
+                    raise ChangeError(item.note)
+                commit = await self._apply(item, who)
+            if commit is not None:
+                await asyncio.to_thread(self._git.add_review, commit.sha, f"approved by {who} (review gate)")
+                if item.provenance is not None:
+                    await self._commits.annotate(commit.sha, item.provenance)
+            await self._files_changed([item.file])
+        self._bus.publish(item.summary())
+        installed = f" and installed it as commit {commit.sha[:10]}" if commit else ""
+        await self._tell_author(
+            item.provenance,
+            f'The operator approved your proposed change "{item.message}" to {item.file}{installed}.',
+            commit.sha if commit else item.id,
+        )
+        return item.summary().to_dict()
+
+    async def finish_approval(self, item: PendingChange, who: str) -> None:
+        """Complete an approval that wrote the file and stopped before its commit (the engine died).
+        The caller holds the write lock."""
+        commit = await self._apply(item, who)
+        if commit is not None:
+            await asyncio.to_thread(self._git.add_review, commit.sha, f"approved by {who} (review gate)")
+            if item.provenance is not None:
+                await self._commits.annotate(commit.sha, item.provenance)
+        self._bus.publish(item.summary())
+
+    async def _apply(self, item: PendingChange, who: str) -> Commit | None:
+        """Write the held change, commit it as approved by `who`, record the decision. The caller
+        holds the write lock."""
+        target = Path(os.path.realpath(self._workspace.root / item.file))
+        if item.hook is not None:
+            mode = 0o755
+        else:
+            try:
+                mode = stat.S_IMODE(target.stat().st_mode)
+            except FileNotFoundError:
+                mode = 0o644
+        content = (item.content or "").encode("utf-8", "surrogateescape")
+        await asyncio.to_thread(write_atomic, target, content, mode)
+        commit = await self._commits.commit_quietly(
+            item.message,
+            {
+                # Held by the gate from a hook's own writing (no tool), or from the agent's tool.
+                "Origin": "tool" if item.tool else "hook",
+                "Tool": item.tool,
+                "Session": item.session,
+                "Call": item.call_id,
+                "File": item.file,
+                "Approved-By": who,
+                "Pending": item.id,
+            },
+            [item.file],  # only this file: nothing else uncommitted rides along
+        )
+        item.status, item.decided_at = "approved", time.time()
+        item.commit = commit.sha if commit else None
+        self._save(item)
+        return commit
+
+    async def reject_pending(
+        self, pending_id: str, who: str = "operator", reason: str | None = None
+    ) -> dict[str, Any]:
+        item = self.get(pending_id)
+        if item.status != "pending":
+            raise ChangeError(f"change {pending_id} was already {item.status}")
+        item.status, item.decided_at = "rejected", time.time()
+        item.note = f"rejected by {who}" + (f": {reason}" if reason else "")
+        self._save(item)
+        self._bus.publish(item.summary())
+        because = f" because: {reason}" if reason else ""
+        await self._tell_author(
+            item.provenance,
+            f'The operator rejected your proposed change "{item.message}" to {item.file}{because}. '
+            "It was not installed.",
+            item.id,
+        )
+        return item.summary().to_dict()

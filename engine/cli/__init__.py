@@ -1,0 +1,1 @@
+"""The `evolve` command line, its synchronous client and `evolve doctor`."""

@@ -1,0 +1,1 @@
+"""The heartbeat: its schedule and its ticks."""

@@ -1,0 +1,109 @@
+"""Running one hook for one stage the way the engine records it: announced when it starts, executed
+(engine.runner), journaled, and published when it ends."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from engine.core.bus import EventBus
+from engine.hooks.discovery import HookFile
+from engine.hooks.runner import execute
+from engine.journal.store import Journal
+from engine.protocol.records import HookRun, RunStarted, new_id
+from engine.warm.starts import WarmStarts
+from engine.workspace.config import Config
+
+log = logging.getLogger("evolve")
+
+
+class HookRunner:
+    def __init__(
+        self,
+        root: Path,
+        config: Callable[[], Config],
+        env: Mapping[str, str],
+        journal: Journal | None,
+        bus: EventBus,
+        refuse: Callable[[HookFile, str], str | None] | None = None,
+        warm: WarmStarts | None = None,
+    ) -> None:
+        """`refuse(hook, stage)` may name a reason not to run a hook (the review gate's); `warm`: ready
+        interpreters for Python hooks, used while `hook_warm_start` is on."""
+        self._root = root
+        self._config = config
+        self._env = env
+        self._journal = journal
+        self._bus = bus
+        self._refuse = refuse
+        self._warm = warm
+
+    async def run(
+        self,
+        hook: HookFile,
+        stage: str,
+        payload: dict[str, Any],
+        session: str | None,
+        dispatch_id: str | None,
+    ) -> HookRun:
+        run = HookRun(
+            id=new_id("run"),
+            stage=stage,
+            hook=hook.name,
+            started_at=time.time(),
+            input=payload,
+            session=session,
+            dispatch_id=dispatch_id,
+        )
+        self._bus.publish(RunStarted(run.id, stage, hook.name, session))
+        refused = self._refuse(hook, stage) if self._refuse is not None else None
+        if refused is not None:
+            run.error = refused
+            self._record(run)
+            return run
+        config = self._config()
+        await execute(
+            run,
+            hook.path,
+            cwd=self._root,
+            timeout_ms=config.hook_timeout,
+            stdout_limit=config.hook_output_limit,
+            env=self._env,
+            warm=self._warm if config.hook_warm_start else None,
+        )
+        if run.stderr:
+            log.info("hooks/%s %s stderr: %s", hook.name, stage, run.stderr.rstrip()[-2000:])
+        self._record(run)
+        return run
+
+    def _record(self, run: HookRun) -> None:
+        if self._journal is not None:
+            self._journal.record_run(run)
+        self._bus.publish(run)
+
+    def inject(self, count: int, stdout_bytes: int = 0) -> int:
+        """Record `count` synthetic hook runs exactly as real ones are recorded (journal + events);
+        the console's load benchmark feeds on them."""
+        now = time.time()
+        line = '{"result": "' + "x" * max(stdout_bytes - 14, 0) + '"}'
+        for i in range(count):
+            failed = i % 17 == 0
+            self._record(
+                HookRun(
+                    id=new_id("run"),
+                    stage="load",
+                    hook="load.sh",
+                    started_at=now,
+                    input={"hook": "load", "n": i},
+                    session="load",
+                    stdout_lines=[line],
+                    result=None if failed else {"result": "ok"},
+                    exit_code=1 if failed else 0,
+                    duration_ms=1.0,
+                    error="exit 1" if failed else None,
+                )
+            )
+        return count

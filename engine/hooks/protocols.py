@@ -1,0 +1,229 @@
+"""hcp, the successor of the opencode-evolve hook protocol, as evolve hosts it next to the original:
+which protocol a hook is treated as and why, the stages each protocol gets, the base payload of hcp
+(`hook`, `session`, `host`, `cwd`), the check of a hook's declared stages, and how an hcp hook's answer
+is folded into a stage's merged result (docs/hooks.md, "Two protocols").
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+from engine.hooks.discovery import Registration
+from engine.protocol.stages import (
+    HCP_FIRED,
+    HCP_NAME,
+    HCP_ONLY,
+    HCP_STAGES,
+    LEGACY_NAME,
+    LEGACY_ONLY,
+    LEGACY_STAGES,
+    NOT_FIRED_UNDER_RUN,
+    SESSIONLESS,
+    HookProtocol,
+    Stage,
+)
+
+HOST_NAME: Final = "evolve"
+HCP_VERSION: Final = 3
+PROTOCOL_KEY: Final = "protocol"  # evolve's own discover key: a hook may say which protocol it speaks
+
+SYSTEM_APPEND: Final = "system_append"
+"""The merged key of mutate_request's `system` parts that are appended to opencode's prompt."""
+DECISIONS: Final = "decisions"
+"""The merged key of on_permission's decisions, one per hook (a deny anywhere wins)."""
+MESSAGES: Final = "messages"
+"""The merged key of format_notification's messages that are delivered each on its own."""
+
+
+@dataclass(frozen=True)
+class ProtocolChoice:
+    protocol: HookProtocol
+    reason: str
+
+
+def choose_protocol(
+    file: str, declared: Collection[str] | None, answered: str | None, configured: Mapping[str, str]
+) -> ProtocolChoice:
+    """Which protocol the hook `file` is treated as, and why. The first rule that applies:
+    the config (`hook_protocols`), the hook's own `protocol` in discover, a declared stage that only
+    hcp has; otherwise opencode-evolve, which is what a hook written before hcp expects."""
+    setting = configured.get(file)
+    if setting is not None:
+        return ProtocolChoice(HookProtocol(setting), f"hook_protocols in the config says {setting}")
+    if answered is not None:
+        return ProtocolChoice(HookProtocol(answered), f'its discover answer says "protocol": "{answered}"')
+    if declared is not None:
+        canonical = sorted(s for s in declared if s in HCP_ONLY)
+        if canonical:
+            return ProtocolChoice(HookProtocol.HCP, f"it declares {', '.join(canonical)} (hcp stage names)")
+        legacy = sorted(s for s in declared if s in LEGACY_ONLY)
+        if legacy:
+            return ProtocolChoice(
+                HookProtocol.OPENCODE_EVOLVE, f"it declares {', '.join(legacy)} (opencode-evolve stage names)"
+            )
+        return ProtocolChoice(
+            HookProtocol.OPENCODE_EVOLVE,
+            "its declared stages are names both protocols share (the default; declare an hcp stage "
+            "or set hook_protocols to be treated as hcp)",
+        )
+    return ProtocolChoice(
+        HookProtocol.OPENCODE_EVOLVE,
+        "it declares no stages (the default; declare its stages or set hook_protocols to be treated as hcp)",
+    )
+
+
+def classify(reg: Registration, configured: Mapping[str, str]) -> Registration:
+    """Set a registration's protocol, the reason, and the warnings about its declared stages."""
+    choice = choose_protocol(reg.file.name, reg.stages, reg.answered_protocol, configured)
+    reg.protocol, reg.protocol_reason = choice.protocol, choice.reason
+    reg.stage_warnings = stage_warnings(reg.protocol, reg.stages)
+    return reg
+
+
+def receives(protocol: HookProtocol, stage: str) -> bool:
+    """Whether a hook of `protocol` is ever dispatched `stage`: each protocol gets its own names (an
+    opencode-evolve hook never sees before_tool, an hcp hook never idle); a name neither protocol
+    defines (a stage fired by hand) goes to both."""
+    if protocol is HookProtocol.HCP:
+        return stage not in LEGACY_ONLY
+    return stage not in HCP_ONLY
+
+
+def fired_stages(command: str | None = None, heartbeat: bool = True) -> list[str]:
+    """`host.stages`: the canonical stages evolve fires for hcp hooks, for a session of an opencode
+    started with `command` (None: not known, as for discover)."""
+    out = []
+    for stage in HCP_FIRED:
+        if command == "run" and stage in NOT_FIRED_UNDER_RUN:
+            continue
+        if stage is Stage.HEARTBEAT and not heartbeat:
+            continue
+        out.append(stage.value)
+    return out
+
+
+def stage_warnings(protocol: HookProtocol, declared: Collection[str] | None) -> list[str]:
+    """What is wrong with a hook's declared stages: names evolve does not know, and names of the other
+    protocol."""
+    if declared is None:
+        return []
+    warnings = []
+    known = set(LEGACY_STAGES) | set(HCP_STAGES)
+    for name in sorted(declared):
+        if name not in known:
+            warnings.append(f"declares stage {name!r}, which evolve does not know; it never runs for it")
+        elif not receives(protocol, name):
+            other = (
+                HCP_NAME.get(Stage(name)) if protocol is HookProtocol.HCP else LEGACY_NAME.get(Stage(name))
+            )
+            hint = f"; use {other.value!r}" if other else ""
+            warnings.append(f"declares stage {name!r}, which is not fired for {protocol.value} hooks{hint}")
+    return warnings
+
+
+def synthetic_session(stage: str) -> str:
+    """The session id of an hcp payload when the stage has no session."""
+    return f"evolve:{stage}"
+
+
+def hcp_input(
+    stage: str,
+    prompts: Mapping[str, str],
+    context: Mapping[str, Any],
+    history: Sequence[Any] | None,
+    *,
+    session: str | None,
+    host_stages: Sequence[str],
+    cwd: str,
+) -> dict[str, Any]:
+    """The stdin document of an hcp hook: `{"hook", "session", "host", "cwd", "prompts", ...context,
+    "history"?}`. `session` is the context's session object when it has one, else `{"id": session}`,
+    else a synthetic id; `history` (from the context, else the session's) is left out of the stages
+    that never carry one."""
+    given = context.get("session")
+    if isinstance(given, dict) and given.get("id"):
+        session_obj = dict(given)
+    else:
+        session_obj = {"id": session or synthetic_session(stage)}
+    payload: dict[str, Any] = {
+        "hook": stage,
+        "session": session_obj,
+        "host": {"name": HOST_NAME, "version": HCP_VERSION, "stages": list(host_stages)},
+        "cwd": cwd,
+        "prompts": dict(prompts),
+    }
+    payload.update((k, v) for k, v in context.items() if k not in ("session", "hook", "host", "cwd"))
+    if "history" not in context and history is not None and stage not in SESSIONLESS:
+        payload["history"] = history
+    return payload
+
+
+def refusal(value: object, hook: str) -> str | None:
+    """A `deny` (or `cancel`) value as the text the model reads: `{reason}`, a string, or any other
+    truthy value (then a text naming the hook); None for a falsy one."""
+    if isinstance(value, dict):
+        reason = value.get("reason")
+        return reason if isinstance(reason, str) and reason else f"refused by hooks/{hook}"
+    if isinstance(value, str):
+        return value or None
+    return f"refused by hooks/{hook}" if value else None
+
+
+def fold_answer(stage: str, protocol: HookProtocol, hook: str, result: dict[str, Any]) -> dict[str, Any]:
+    """One hook's answer as it goes into the stage's merge.
+
+    mutate_request: a `system` whose mode is append (the default of hcp hooks; `system_mode` says
+    otherwise) is merged under `system_append`, so that it is added after opencode's prompt while a
+    `system` that replaces (opencode-evolve's only mode) replaces it. format_notification: an hcp
+    hook's message is kept on its own (`messages`, with the hook and its `to`), never joined with
+    another hook's.
+    """
+    if stage == Stage.MUTATE_REQUEST:
+        folded = {k: v for k, v in result.items() if k not in ("system_mode", "cancel")}
+        if "cancel" in result:
+            reason = refusal(result["cancel"], hook)
+            if reason is not None:
+                folded["cancel"] = reason
+        if "system" in folded:
+            mode = result.get("system_mode")
+            if mode not in ("append", "replace"):
+                mode = "append" if protocol is HookProtocol.HCP else "replace"
+            if protocol is HookProtocol.HCP and isinstance(folded["system"], str):
+                folded["system"] = [folded["system"]]
+            if mode == "append":
+                folded[SYSTEM_APPEND] = folded.pop("system")
+        return folded
+    if stage == Stage.BEFORE_TOOL and "deny" in result:
+        reason = refusal(result["deny"], hook)
+        folded = {k: v for k, v in result.items() if k != "deny"}
+        if reason is not None:
+            folded["deny"] = reason
+        return folded
+    for refused, key in ((Stage.AFTER_TURN, "stop"), (Stage.BEFORE_TURN, "skip")):
+        if stage == refused and key in result:
+            reason = refusal(result[key], hook)
+            folded = {k: v for k, v in result.items() if k != key}
+            if reason is not None:
+                folded[key] = reason
+            return folded
+    if stage == Stage.ON_PERMISSION:
+        folded = {k: v for k, v in result.items() if k not in ("decision", "reason")}
+        decision = result.get("decision")
+        if decision in ("allow", "deny", "ask"):
+            reason = result.get("reason")
+            folded[DECISIONS] = [
+                {"hook": hook, "decision": decision, "reason": reason if isinstance(reason, str) else None}
+            ]
+        return folded
+    if stage == Stage.FORMAT_NOTIFICATION and protocol is HookProtocol.HCP:
+        folded = {k: v for k, v in result.items() if k not in ("message", "to")}
+        message = result.get("message")
+        if isinstance(message, str) and message:
+            entry: dict[str, Any] = {"hook": hook, "message": message}
+            if "to" in result:
+                entry["to"] = result["to"]
+            folded[MESSAGES] = [entry]
+        return folded
+    return result

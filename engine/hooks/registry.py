@@ -1,0 +1,180 @@
+"""The hook registry: which hook scripts are in `hooks/`, what each registered through `discover`
+(name, test, tools, the stages it handles), and which hooks a stage goes to."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+from engine.core.bus import EventBus
+from engine.hooks.discovery import (
+    HookFile,
+    HookTool,
+    Registration,
+    Skipped,
+    Target,
+    registration_from,
+    scan_hooks,
+)
+from engine.hooks.dispatch import RunHook
+from engine.hooks.protocols import classify, receives
+from engine.protocol.records import HookInfo, HooksDiscovered, SkippedHook
+from engine.protocol.stages import STAGES, HookProtocol
+
+LEGACY_DISCOVER = {"hook": "discover"}  # exactly what opencode-evolve sends (docs/hooks.md, "discover")
+
+
+def _fingerprint(path: Path) -> tuple[int, int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return st.st_ino, st.st_size, st.st_mtime_ns
+
+
+def hook_info(reg: Registration) -> HookInfo:
+    return HookInfo(
+        file=reg.file.name,
+        name=reg.name,
+        test=reg.test,
+        tools=[t.name for t in reg.tools],
+        problems=list(reg.problems),
+        stages=sorted(reg.stages) if reg.stages is not None else None,
+        protocol=reg.protocol.value,
+        protocol_reason=reg.protocol_reason,
+        stage_warnings=list(reg.stage_warnings),
+    )
+
+
+class HookRegistry:
+    """`protocols` gives the config's `hook_protocols` (hook file -> protocol); `hcp_discover` the
+    discover payload of an hcp hook (hcp's base payload)."""
+
+    def __init__(
+        self,
+        hooks_dir: Path,
+        run_hook: RunHook,
+        bus: EventBus,
+        warn: Callable[[str, str], None],
+        protocols: Callable[[], Mapping[str, str]] = dict,
+        hcp_discover: Callable[[], dict[str, Any]] = lambda: dict(LEGACY_DISCOVER),
+    ) -> None:
+        self.hooks_dir = hooks_dir
+        self._run_hook = run_hook
+        self._bus = bus
+        self._warn = warn
+        self._protocols = protocols
+        self._hcp_discover = hcp_discover
+        self._known: dict[str, HookProtocol] = {}  # each hook's protocol at the last discovery
+        self.hooks: list[HookFile] = []
+        self.skipped: list[Skipped] = []
+        self.registrations: dict[str, Registration] = {}  # by hook file name, in discovery order
+        # What each hook file was when it was last discovered (inode, size, mtime): the review gate
+        # runs no hook whose file changed since.
+        self._fingerprints: dict[str, tuple[int, int, int] | None] = {}
+        self._handled: list[str] = []  # handled(), set by discover: the shim asks with every request
+
+    async def discover(self) -> HooksDiscovered:
+        """Scan hooks/ and run `discover` on every hook in parallel (registration order stays the
+        discovery order)."""
+        hooks, skipped = scan_hooks(self.hooks_dir)
+        fingerprints = {h.name: _fingerprint(h.path) for h in hooks}
+        configured = dict(self._protocols())
+        regs = await asyncio.gather(*(self._discover_one(h, configured) for h in hooks))
+        self._fingerprints = fingerprints
+        self.hooks, self.skipped = hooks, skipped
+        self.registrations = {r.file.name: r for r in regs}
+        self._known = {r.file.name: r.protocol for r in regs}
+        self._handled = [stage for stage in STAGES if self.hooks_for(stage)]
+        for s in skipped:
+            self._warn("hooks", f"hooks/{s.name} skipped: {s.reason}")
+        for r in regs:
+            for problem in [*r.problems, *r.stage_warnings]:
+                self._warn("hooks", f"hooks/{r.file.name}: {problem}")
+        found = HooksDiscovered(self.infos(), self.skipped_infos())
+        self._bus.publish(found)
+        return found
+
+    async def _discover_one(self, hook: HookFile, configured: Mapping[str, str]) -> Registration:
+        """An opencode-evolve hook gets exactly `{"hook": "discover"}`, an hcp hook hcp's base payload
+        (whose `host.stages` tells it what evolve fires). Which one a hook is shows only in its answer
+        (or the config): a hook not known as hcp that answers as one is asked once more, as hcp."""
+        setting = configured.get(hook.name)
+        as_hcp = setting == HookProtocol.HCP or (
+            setting is None and self._known.get(hook.name) is HookProtocol.HCP
+        )
+        run = await self._run_hook(
+            hook, "discover", self._hcp_discover() if as_hcp else dict(LEGACY_DISCOVER), None, None
+        )
+        reg = self._registration(hook, run.result, run.error, configured)
+        if reg.protocol is HookProtocol.HCP and not as_hcp and run.ok:
+            again = await self._run_hook(hook, "discover", self._hcp_discover(), None, None)
+            second = self._registration(hook, again.result, again.error, configured)
+            if again.ok and second.protocol is HookProtocol.HCP:
+                run, reg = again, second
+        reg.run_id = run.id
+        return reg
+
+    @staticmethod
+    def _registration(
+        hook: HookFile, result: dict[str, Any] | None, error: str | None, configured: Mapping[str, str]
+    ) -> Registration:
+        try:
+            return classify(registration_from(hook, result, error), configured)
+        except Exception as exc:  # whatever a hook answers, the engine starts
+            failed = f"its answer cannot be used ({type(exc).__name__}: {exc})"
+            return classify(registration_from(hook, None, failed), configured)
+
+    def changed_since_discovery(self, hook: HookFile) -> bool:
+        """Whether the hook's file is not what it was when hooks were last discovered."""
+        return _fingerprint(hook.path) != self._fingerprints.get(hook.name)
+
+    def infos(self) -> list[HookInfo]:
+        return [hook_info(r) for r in self.registrations.values()]
+
+    def skipped_infos(self) -> list[SkippedHook]:
+        return [SkippedHook(s.name, s.reason) for s in self.skipped]
+
+    def hooks_for(self, stage: str) -> list[Target]:
+        """The hooks to run for `stage`, in discovery order, each with its protocol: those of a
+        protocol that has this stage (engine.hcp.receives), except those whose discover declared the
+        stages they handle and left this one out (no process start for nothing)."""
+        out = []
+        for hook in self.hooks:
+            reg = self.registrations.get(hook.name)
+            protocol = reg.protocol if reg is not None else HookProtocol.OPENCODE_EVOLVE
+            if receives(protocol, stage) and (reg is None or reg.handles(stage)):
+                out.append(Target(hook, protocol))
+        return out
+
+    def handled(self) -> list[str]:
+        """The standard stages some hook runs for (what the shim needs to know to await a stage)."""
+        return list(self._handled)
+
+    def protocol_of(self, hook: HookFile) -> HookProtocol:
+        reg = self.registrations.get(hook.name)
+        return reg.protocol if reg is not None else HookProtocol.OPENCODE_EVOLVE
+
+    def hook_tools(self) -> dict[str, HookTool]:
+        """Every hook tool by full name; a later registration with the same name wins."""
+        tools: dict[str, HookTool] = {}
+        for reg in self.registrations.values():
+            for tool in reg.tools:
+                tools[tool.name] = tool
+        return tools
+
+    def canonical(self, path: os.PathLike[str] | str) -> str:
+        """A hook's canonical name: where its content lives, relative to hooks/ ("./a/../notes.py"
+        and a symbolic link to notes.py both are "notes.py"), so that no spelling escapes its test."""
+        return os.path.relpath(os.path.realpath(path), os.path.realpath(self.hooks_dir))
+
+    def registration_for(self, hook: str) -> Registration | None:
+        """The registration of the hook whose content is hooks/<hook> (also through a symbolic link)."""
+        reg = self.registrations.get(hook)
+        if reg is not None:
+            return reg
+        real = os.path.realpath(self.hooks_dir / hook)
+        return next((r for r in self.registrations.values() if os.path.realpath(r.file.path) == real), None)

@@ -1,0 +1,260 @@
+"""What the engine knows about each opencode session: its title, agent, model, busy state, token count,
+frozen system prompt, history, the notifications it received and the connection it came through.
+
+All of it is kept in the journal, so a restarted engine knows what the old one knew. Each change is
+published (`session` events) at once; the journal is written shortly after, coalesced, because a
+history is replaced on every LLM request and can be large. For the same reason only the histories of
+the most recently active sessions (HISTORIES_KEPT) stay in memory; the others are read back from the
+journal when asked for.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from engine.journal.store import Journal
+from engine.protocol.records import Delivered, SessionChanged, SessionInfo
+
+log = logging.getLogger("evolve.sessions")
+FLUSH_DELAY_S = 0.5  # how long changes gather before they are written to the journal
+HISTORIES_KEPT = 64  # sessions whose history stays in memory (the most recently active)
+
+
+@dataclass
+class Session:
+    id: str
+    system: list[str] | None = None  # frozen system prompt, exactly as sent
+    frozen_at: float | None = None
+    agent: str | None = None
+    model: dict[str, str] | None = None
+    title: str | None = None
+    busy: bool = False
+    tokens: int | None = None
+    connection: str | None = None
+    # None: not in memory (it is in the journal: SessionStore.history reads it back)
+    history: list[Any] | None = field(default_factory=list)
+    history_length: int = 0
+    notifications: list[Delivered] = field(default_factory=list)
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+
+    def info(self, with_history: bool = False) -> SessionInfo:
+        return SessionInfo(
+            id=self.id,
+            title=self.title,
+            system=self.system,
+            frozen_at=self.frozen_at,
+            agent=self.agent,
+            model=self.model,
+            notifications=list(self.notifications),
+            busy=self.busy,
+            tokens=self.tokens,
+            connection=self.connection,
+            created_at=self.created_at,
+            updated_at=self.updated_at,
+            history_length=self.history_length,
+            history=list(self.history or []) if with_history else None,
+        )
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> Session:
+        info = SessionInfo.from_dict(row)
+        return cls(
+            id=info.id,
+            system=info.system,
+            frozen_at=info.frozen_at,
+            agent=info.agent,
+            model=info.model,
+            title=info.title,
+            busy=info.busy,
+            tokens=info.tokens,
+            connection=info.connection,
+            history=list(row.get("history") or []),
+            history_length=len(row.get("history") or []),
+            notifications=info.notifications,
+            created_at=info.created_at or row.get("updated_at") or time.time(),
+            updated_at=row.get("updated_at") or time.time(),
+        )
+
+
+class SessionStore:
+    def __init__(self, journal: Journal | None, publish: Callable[[SessionChanged], object]) -> None:
+        self._journal = journal
+        self._publish = publish
+        self._sessions: dict[str, Session] = {}
+        self._dirty: set[str] = set()
+        self._flushing: asyncio.Task[None] | None = None
+        if journal is not None:
+            for row in reversed(journal.sessions(limit=10_000)):
+                if not row.get("deleted"):
+                    session = Session.from_row(row)
+                    self._sessions[session.id] = session
+            self._trim_histories()
+
+    # ---- reading ----------------------------------------------------------------------------
+
+    def find(self, session_id: str) -> Session | None:
+        return self._sessions.get(session_id)
+
+    def known(self) -> list[Session]:
+        return list(self._sessions.values())
+
+    def frozen(self, session_id: str) -> list[str] | None:
+        session = self._sessions.get(session_id)
+        return session.system if session else None
+
+    def history(self, session_id: str) -> list[Any]:
+        session = self._sessions.get(session_id)
+        if session is None:
+            return []
+        if session.history is None:  # read back from the journal, and kept while it is active
+            row = self._journal.session(session_id) if self._journal is not None else None
+            session.history = list((row or {}).get("history") or [])
+            session.history_length = len(session.history)
+            self._trim_histories(keep=session_id)
+        return session.history
+
+    def info(self, session_id: str, with_history: bool = False) -> SessionInfo | None:
+        session = self._sessions.get(session_id)
+        if session is None:
+            return None
+        if with_history:
+            self.history(session_id)
+        return session.info(with_history)
+
+    # ---- changing ---------------------------------------------------------------------------
+
+    def get(self, session_id: str) -> Session:
+        """The session, created (and announced) if the engine did not know it."""
+        session = self._sessions.get(session_id)
+        if session is None:
+            session = self._sessions[session_id] = Session(session_id)
+            self._changed(session, "created")
+        return session
+
+    def update(self, session_id: str, **fields: Any) -> Session:
+        """Set the given fields (title, busy, agent, model, tokens, connection); announced and
+        persisted only when one of them really changed."""
+        session = self.get(session_id)
+        changed = False
+        for name, value in fields.items():
+            if getattr(session, name) != value:
+                setattr(session, name, value)
+                changed = True
+        if changed:
+            self._changed(session, "updated")
+        return session
+
+    def freeze(self, session_id: str, system: list[str]) -> None:
+        session = self.get(session_id)
+        session.system = list(system)
+        session.frozen_at = time.time()
+        self._changed(session, "frozen")
+
+    def unfreeze(self, session_id: str) -> bool:
+        """Drop the session's frozen prompt: its next request composes one anew. False when it had none."""
+        session = self._sessions.get(session_id)
+        if session is None or session.system is None:
+            return False
+        session.system, session.frozen_at = None, None
+        self._changed(session, "unfrozen")
+        return True
+
+    def notified(self, session_id: str, delivered: Delivered) -> None:
+        session = self.get(session_id)
+        session.notifications.append(delivered)
+        self._changed(session, "notified")
+
+    def set_history(self, session_id: str, history: list[Any]) -> None:
+        session = self.get(session_id)
+        if history != session.history:
+            session.history = history
+            session.history_length = len(history)
+            session.updated_at = time.time()
+            self._mark(session)  # persisted, not announced: the history is fetched when looked at
+            self._trim_histories(keep=session_id)
+
+    def _trim_histories(self, keep: str | None = None) -> None:
+        """Drop from memory the histories of all but the HISTORIES_KEPT most recently active sessions
+        (they are in the journal). A history not written yet stays."""
+        if self._journal is None:
+            return
+        held = [s for s in self._sessions.values() if s.history is not None]
+        if len(held) <= HISTORIES_KEPT:
+            return
+        held.sort(key=lambda s: s.updated_at, reverse=True)
+        for session in held[HISTORIES_KEPT:]:
+            if session.id != keep and session.id not in self._dirty:
+                session.history = None
+
+    def forget(self, session_id: str | None) -> None:
+        """A session opencode deleted: it receives no more notifications."""
+        if not session_id:
+            return
+        session = self._sessions.pop(session_id, None)
+        self._dirty.discard(session_id)
+        if self._journal is not None:
+            self._journal.save_session(session_id, deleted=True)
+        if session is not None:
+            self._publish(SessionChanged("forgotten", session.info()))
+
+    # ---- persistence ------------------------------------------------------------------------
+
+    def _changed(self, session: Session, change: str) -> None:
+        session.updated_at = time.time()
+        self._mark(session)
+        self._publish(SessionChanged(change, session.info()))
+
+    def _mark(self, session: Session) -> None:
+        if self._journal is None:
+            return
+        self._dirty.add(session.id)
+        if self._flushing is None or self._flushing.done():
+            with contextlib.suppress(RuntimeError):  # no event loop: flushed by close()
+                self._flushing = asyncio.get_running_loop().create_task(self._flush_later())
+
+    async def _flush_later(self) -> None:
+        await asyncio.sleep(FLUSH_DELAY_S)
+        await asyncio.to_thread(self.flush)
+
+    def flush(self) -> None:
+        """Write every changed session to the journal now."""
+        if self._journal is None:
+            return
+        dirty, self._dirty = self._dirty, set()
+        for session_id in dirty:
+            session = self._sessions.get(session_id)
+            if session is None:
+                continue
+            info = session.info(with_history=session.history is not None)
+            try:
+                self._journal.save_session(
+                    session.id,
+                    system=session.system,
+                    frozen_at=session.frozen_at,
+                    agent=session.agent,
+                    model=session.model,
+                    title=session.title,
+                    busy=session.busy,
+                    tokens=session.tokens,
+                    connection=session.connection,
+                    created_at=session.created_at,
+                    notifications=[n.to_dict() for n in info.notifications],
+                    # A history not in memory is the journal's already: left as it is there.
+                    **({"history": info.history} if session.history is not None else {}),
+                )
+            except Exception:  # the journal must not take the engine down; the next change retries
+                log.exception("cannot save session %s", session_id)
+                self._dirty.add(session_id)
+
+    async def close(self) -> None:
+        if self._flushing is not None:
+            self._flushing.cancel()
+            await asyncio.gather(self._flushing, return_exceptions=True)
+        self.flush()
