@@ -8,6 +8,7 @@ crosses a process boundary.
 - `opencode`: how opencode's own LLM calls (titles, compaction) are told apart from the agent's.
 - `records`: hook runs, stage results, tool calls, changes, pending changes, sessions, heartbeat.
 - `events`: every kind of event on the stream, each with its typed payload.
+- `text`: a replay's findings in words, shared by `evolve replay` and the console.
 
 This package imports only the standard library, so that any client (the console, a script on
 another machine) can use it without the engine's dependencies. A test enforces that.
