@@ -24,14 +24,13 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Label, ProgressBar, Static
 
 from engine.protocol.records import (
-    FieldDiff,
-    InputComparison,
     ReplayProgress,
     ReplayResult,
     StageComparison,
     grouped_by_differences,
     inputs_named,
 )
+from engine.protocol.text import absence, grouped_by_failures, short_target, shorten
 
 from .client import EngineClient, EngineError
 from .model import ChangeEntry
@@ -84,7 +83,7 @@ def _changed(result: ReplayResult) -> bool:
 def report(result: ReplayResult) -> RenderableType:
     """The whole result: what was compared, the figures per stage, the differences, the failures."""
     head = Text()
-    head.append(f"{result.kind} {_short(result.target)} “{result.title}”", style="bold")
+    head.append(f"{result.kind} {short_target(result.target)} “{result.title}”", style="bold")
     head.append(f"  ({', '.join(result.files)})\n")
     head.append(f"before: {result.before}\nafter:  {result.after}\n", style="dim")
     # How it ended (or how far it is) is the status line above the report.
@@ -96,10 +95,6 @@ def report(result: ReplayResult) -> RenderableType:
     for stage in result.stages:
         parts.extend(_stage_details(stage))
     return Group(*parts)
-
-
-def _short(target: str) -> str:
-    return target[:10] if len(target) == 40 else target
 
 
 def figures(stages: Iterable[StageComparison]) -> Table:
@@ -140,7 +135,7 @@ def _stage_details(stage: StageComparison) -> list[RenderableType]:
         for diffs, sources in grouped_by_differences(list(changed)):
             text.append(f"in {inputs_named(sources)}:\n", style="bold")
             for diff in diffs:
-                text.append(f"  {diff.label}{_absence(diff)}\n", style="italic")
+                text.append(f"  {diff.label}{absence(diff)}\n", style="italic")
                 text.append_text(render_diff(diff.segments))
                 text.append("\n")
         out.append(text)
@@ -149,23 +144,11 @@ def _stage_details(stage: StageComparison) -> list[RenderableType]:
         text = Text()
         text.append(f"\n{stage.stage}: {len(failed)} of {stage.inputs} inputs failed", style="bold underline")
         text.append("\n")
-        groups: dict[str, list[InputComparison]] = {}
-        for c in failed:
-            lines = [*(f"before: {e}" for e in c.errors_before), *(f"after: {e}" for e in c.errors_after)]
-            groups.setdefault("\n".join(lines), []).append(c)
-        for errors, sources in groups.items():
+        for lines, sources in grouped_by_failures(failed):
             text.append(f"in {inputs_named(sources)}:\n", style="bold")
-            text.append("".join(f"  {line}\n" for line in errors.split("\n")), style="red")
+            text.append("".join(f"  {line}\n" for line in lines), style="red")
         out.append(text)
     return out
-
-
-def _absence(diff: FieldDiff) -> str:
-    if diff.before_absent:
-        return " (new: the version before gave none)"
-    if diff.after_absent:
-        return " (gone: the version after gives none)"
-    return ""
 
 
 def render_diff(segments: list[list[str]]) -> Text:
@@ -180,15 +163,6 @@ def render_diff(segments: list[list[str]]) -> Text:
     if not segments:
         text.append("(empty)", style="dim")
     return text
-
-
-def shorten(text: str, context: int, *, first: bool = False, last: bool = False) -> str:
-    head = 0 if first else context
-    tail = 0 if last else context
-    if len(text) <= head + tail + 20:
-        return text
-    skipped = len(text) - head - tail
-    return f"{text[:head]}[… {skipped:,} unchanged characters …]{text[len(text) - tail :]}"
 
 
 # ---- the screen --------------------------------------------------------------------------------------

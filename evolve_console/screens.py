@@ -16,30 +16,13 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Select, SelectionList, Static, TextArea
 from textual.widgets.selection_list import Selection
 
+from engine.protocol.stages import ROWS
+
 from .format import MORE_LIMIT, clean
 
-# The input each stage starts with in the "run a stage by hand" dialog.
+# The input each stage starts with in the "run a stage by hand" dialog (StageFacts.template).
 STAGE_TEMPLATES: dict[str, dict[str, Any]] = {
-    "mutate_request": {"session": {"id": "manual"}, "system": ["You are opencode."]},
-    "observe_message": {
-        "session": {"id": "manual", "agent": "build"},
-        "thinking": "",
-        "calls": [],
-        "answer": "hello",
-    },
-    "idle": {"session": {"id": "manual", "agent": "build"}, "answer": "done"},
-    "heartbeat": {"sessions": []},
-    "compacting": {"session": {"id": "manual"}},
-    "format_notification": {"notifications": ["something happened"]},
-    "recover": {"error": "exit 1", "failed_hook": "mutate_request"},
-    "tool_before": {"session": {"id": "manual"}, "tool": "read", "callID": "manual", "args": {}},
-    "tool_after": {
-        "session": {"id": "manual"},
-        "tool": "read",
-        "callID": "manual",
-        "title": "",
-        "output": "",
-    },
+    row.stage.value: dict(row.template) for row in ROWS if row.template is not None
 }
 
 STAGES = tuple(STAGE_TEMPLATES)  # the stages an operator can run by hand, in menu order

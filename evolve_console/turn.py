@@ -17,6 +17,7 @@ from textual.screen import ModalScreen
 
 from engine.protocol import HookRun, SessionInfo, StageResult, ToolCall
 from engine.protocol.records import Provenance
+from engine.protocol.stages import ROWS
 
 from .client import EngineClient, EngineError
 from .detail import DetailPane, Part
@@ -27,7 +28,7 @@ from .table import KeyedTable
 from .views.sessions import message_lines
 from .views.tools import evidence_text
 
-TURN_ENDS = ("idle", "before_stop")  # the stages that close a turn
+TURN_ENDS = tuple(row.stage.value for row in ROWS if row.ends_turn)  # the stages that close a turn
 
 
 @dataclass

@@ -538,3 +538,34 @@ def test_the_inputs_of_a_difference_are_named_by_their_sessions_title() -> None:
         f"4 inputs (dsp_1 [session “Fix the parser”, {when}], dsp_2 [session ses_2], hooks/notes.py and 1 more)"
     )
     assert inputs_named([InputComparison("dsp_2", "changed", session="ses_2")]) == "dsp_2 [session ses_2]"
+
+
+def test_the_command_warns_for_hcps_tool_and_stop_stages_as_for_their_older_forms(tmp_path: Path) -> None:
+    """`evolve replay --stage after_tool` (before_tool, before_stop) says that the hook's side effects are
+    not contained, in the words it uses for tool_after: the same moments under hcp's names."""
+    ws = bare_workspace(tmp_path, CLOCK_HOOK)
+
+    async def record() -> None:
+        async with started(ws, tmp_path) as engine:
+            await record_requests(engine, 1)
+            await call(engine, "evolve_hook_write", hook="clock.py", content=CLOCK_HOOK + "# x\n")
+
+    run(record)
+    notes = {}
+    for stages in (["tool_after"], ["after_tool", "before_tool", "before_stop"]):
+        proc = subprocess.run(
+            [sys.executable, "-m", "engine", "replay", "HEAD", "--workspace", str(ws)]
+            + [arg for stage in stages for arg in ("--stage", stage)],
+            env=isolated_env(tmp_path / "home", PYTHONPATH=str(REPO)),
+            cwd=REPO,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr
+        notes[", ".join(stages)] = [line for line in proc.stdout.splitlines() if line.startswith("  note: ")]
+    [told] = notes["tool_after"]
+    assert told.startswith("  note: tool_after: replayed because you asked; a hook's side effects")
+    assert notes["after_tool, before_tool, before_stop"] == [
+        told.replace("tool_after", "after_tool, before_tool, before_stop")
+    ]

@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from engine.hooks.discovery import Registration
 from engine.protocol.stages import (
+    FACTS,
     HCP_FIRED,
     HCP_NAME,
     HCP_ONLY,
@@ -21,6 +22,7 @@ from engine.protocol.stages import (
     LEGACY_STAGES,
     NOT_FIRED_UNDER_RUN,
     SESSIONLESS,
+    FiredBy,
     HookProtocol,
     Stage,
 )
@@ -98,7 +100,7 @@ def fired_stages(command: str | None = None, heartbeat: bool = True) -> list[str
     for stage in HCP_FIRED:
         if command == "run" and stage in NOT_FIRED_UNDER_RUN:
             continue
-        if stage is Stage.HEARTBEAT and not heartbeat:
+        if FACTS[stage].fired_by is FiredBy.HEARTBEAT and not heartbeat:
             continue
         out.append(stage.value)
     return out

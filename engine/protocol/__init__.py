@@ -3,10 +3,12 @@ crosses a process boundary.
 
 - `api`: the API version, its header, the routes the shim calls, the brief-run fields.
 - `announcement`: `state/engine.json`, how a running engine is found.
-- `stages`: the stage names and which of them are recovered, session-bound, observational.
+- `stages`: the stage names, and one row of facts a stage (its protocols, who fires it, recover,
+  session, replay, the console's input), from which the sets of stages are derived.
 - `opencode`: how opencode's own LLM calls (titles, compaction) are told apart from the agent's.
 - `records`: hook runs, stage results, tool calls, changes, pending changes, sessions, heartbeat.
 - `events`: every kind of event on the stream, each with its typed payload.
+- `text`: a replay's findings in words, shared by `evolve replay` and the console.
 
 This package imports only the standard library, so that any client (the console, a script on
 another machine) can use it without the engine's dependencies. A test enforces that.

@@ -9,24 +9,15 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from engine.protocol.records import FieldDiff, InputComparison, StageComparison
+from engine.protocol.stages import ROWS
 from engine.replay import worddiff
 
 SYSTEM_SEPARATOR: Final = "\n──── next system message ────\n"
 FIELD_LIMIT: Final = 200_000  # characters of one field compared; the rest is cut (and says so)
 
-# What a result's key is to the agent, per stage; other keys are shown by name.
+# What a result's key is to the agent, per stage (StageFacts.results); other keys are shown by name.
 LABELS: Final[dict[tuple[str, str], str]] = {
-    ("mutate_request", "system"): "system prompt",
-    ("heartbeat", "system"): "heartbeat system prompt",
-    ("heartbeat", "user"): "heartbeat message",
-    ("compacting", "prompt"): "compaction prompt",
-    ("format_notification", "message"): "notification text",
-    ("recover", "system"): "recover system prompt",
-    ("recover", "user"): "recover message",
-    ("idle", "continue"): "continuation message",
-    ("execute_tool", "result"): "tool result",
-    ("discover", "tools"): "tools registered",
-    ("discover", "registration"): "registration (name, test, stages)",
+    (row.stage.value, key): name for row in ROWS for key, name in row.results.items()
 }
 
 

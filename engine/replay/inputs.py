@@ -11,26 +11,13 @@ from typing import Any, Final
 
 from engine.hooks.discovery import Registration
 from engine.journal.store import Journal
-from engine.protocol.stages import SESSIONLESS, STAGES, Stage
+from engine.protocol.stages import ROWS, SESSIONLESS, STAGES, Replay, Stage
 
-CONTAINED: Final[tuple[str, ...]] = (
-    Stage.DISCOVER,
-    Stage.MUTATE_REQUEST,
-    Stage.HEARTBEAT,
-    Stage.COMPACTING,
-    Stage.FORMAT_NOTIFICATION,
-    Stage.RECOVER,
-)
+CONTAINED: Final[tuple[str, ...]] = tuple(row.stage for row in ROWS if row.replay is Replay.CONTAINED)
 """The stages replayed by default: their result is what the agent sees, and a hook is not expected to
-act on the world in them."""
+act on the world in them (engine.protocol.stages, StageFacts.replay)."""
 
-UNCONTAINED: Final[tuple[str, ...]] = (
-    Stage.EXECUTE_TOOL,
-    Stage.OBSERVE_MESSAGE,
-    Stage.IDLE,
-    Stage.TOOL_BEFORE,
-    Stage.TOOL_AFTER,
-)
+UNCONTAINED: Final[tuple[str, ...]] = tuple(row.stage for row in ROWS if row.replay is Replay.UNCONTAINED)
 """Stages whose hooks may act outside the workspace: replayed only when asked for by name."""
 
 UNCONTAINED_WARNING: Final = (
@@ -38,9 +25,8 @@ UNCONTAINED_WARNING: Final = (
     "(files elsewhere, the network, processes it starts, messages it sends) are not contained"
 )
 
-# Stages whose recorded inputs are hook runs, not dispatches: recover runs inside the dispatch that
-# failed, and execute_tool goes to one hook without a dispatch of its own.
-FROM_RUNS: Final = frozenset({Stage.RECOVER, Stage.EXECUTE_TOOL})
+# Stages whose recorded inputs are hook runs, not dispatches (StageFacts.own_dispatch).
+FROM_RUNS: Final = frozenset(row.stage for row in ROWS if not row.own_dispatch)
 CANDIDATES: Final = 400  # recorded inputs looked at per stage, to find distinct sessions
 
 

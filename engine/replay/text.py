@@ -3,15 +3,8 @@ difference once, with the inputs that show it, and the failures with their error
 
 from __future__ import annotations
 
-from engine.protocol.records import (
-    FieldDiff,
-    InputComparison,
-    ReplayResult,
-    StageComparison,
-    grouped_by_differences,
-    inputs_named,
-)
-from engine.replay.worddiff import shorten
+from engine.protocol.records import ReplayResult, StageComparison, grouped_by_differences, inputs_named
+from engine.protocol.text import absence, grouped_by_failures, short_target, shorten
 
 ANSI = {"-": "\x1b[31m", "+": "\x1b[32m", "~": "\x1b[2m", "reset": "\x1b[0m"}
 MARKS = {"-": ("[-", "-]"), "+": ("{+", "+}"), "~": ("{~", "~}")}
@@ -21,7 +14,7 @@ CONTEXT = 80  # unchanged characters shown on each side of a change
 def render(result: ReplayResult, color: bool = False) -> str:
     out: list[str] = []
     files = ", ".join(result.files)
-    out.append(f"replay of {result.kind} {_short(result.target)} “{result.title}” ({files})")
+    out.append(f"replay of {result.kind} {short_target(result.target)} “{result.title}” ({files})")
     out.append(f"  before: {result.before}")
     out.append(f"  after:  {result.after}")
     out.append(
@@ -40,10 +33,6 @@ def render(result: ReplayResult, color: bool = False) -> str:
     for stage in result.stages:
         out.extend(_details(stage, color))
     return "\n".join(out) + "\n"
-
-
-def _short(target: str) -> str:
-    return target[:10] if len(target) == 40 else target
 
 
 def _figures(stage: StageComparison) -> str:
@@ -65,30 +54,16 @@ def _details(stage: StageComparison, color: bool) -> list[str]:
         for diffs, sources in grouped_by_differences(list(changed)):
             out.append(f"  in {inputs_named(sources)}:")
             for diff in diffs:
-                out.append(f"    {diff.label}{_absence(diff)}:")
+                out.append(f"    {diff.label}{absence(diff)}:")
                 out.extend("      " + line for line in marked(diff.segments, color).split("\n"))
     failed = [c for c in stage.comparisons if c.status == "failed"]
     if failed:
         out.append("")
         out.append(f"{stage.stage}: {len(failed)} of {stage.inputs} inputs failed")
-        groups: dict[str, list[InputComparison]] = {}
-        for c in failed:
-            key = "\n".join(
-                [*(f"before: {e}" for e in c.errors_before), *(f"after: {e}" for e in c.errors_after)]
-            )
-            groups.setdefault(key, []).append(c)
-        for key, sources in groups.items():
+        for lines, sources in grouped_by_failures(failed):
             out.append(f"  in {inputs_named(sources)}:")
-            out.extend(f"    {line}" for line in key.split("\n"))
+            out.extend(f"    {line}" for line in lines)
     return out
-
-
-def _absence(diff: FieldDiff) -> str:
-    if diff.before_absent:
-        return " (new: the version before gave none)"
-    if diff.after_absent:
-        return " (gone: the version after gives none)"
-    return ""
 
 
 def marked(segments: list[list[str]], color: bool = False) -> str:

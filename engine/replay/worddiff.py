@@ -158,13 +158,3 @@ def _add(segments: list[list[str]], op: str, text: str) -> None:
         segments[-1][1] += text
     else:
         segments.append([op, text])
-
-
-def shorten(text: str, context: int, *, first: bool = False, last: bool = False) -> str:
-    """An unchanged stretch cut to `context` characters next to each change around it."""
-    head = 0 if first else context
-    tail = 0 if last else context
-    if len(text) <= head + tail + 20:
-        return text
-    skipped = len(text) - head - tail
-    return f"{text[:head]}[… {skipped} unchanged characters …]{text[len(text) - tail :]}"

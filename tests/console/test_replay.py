@@ -13,6 +13,7 @@ from rich.console import Console
 from textual.message import Message
 from textual.pilot import Pilot
 
+from engine.protocol.records import FieldDiff, InputComparison, ReplayResult, StageComparison
 from evolve_console.app import EvolveConsole
 from evolve_console.diffview import DiffView
 from evolve_console.replay import ReplayScreen, render_diff, report
@@ -50,6 +51,39 @@ def shown(screen: ReplayScreen) -> str:
 def pane(app: EvolveConsole) -> str:
     """What the self-modifications view's detail pane shows."""
     return app.query_one("#change-detail", DiffView).head.plain
+
+
+def test_the_screen_cuts_unchanged_text_and_names_absent_fields_as_the_command_line_does() -> None:
+    """The words come from engine.protocol.text; the screen keeps more around a change (160)."""
+    drawn = render_diff([["=", "w " * 1000], ["-", "old"], ["+", "new"], ["=", " end"]])
+    assert drawn.plain == "[… 1,840 unchanged characters …]" + "w " * 80 + "oldnew end"
+    gone = FieldDiff("prompt", "compaction prompt", [["-", "Summarise."]], after_absent=True)
+    result = ReplayResult(
+        id="rpl_1",
+        target="0123456789abcdef0123456789abcdef01234567",
+        kind="commit",
+        title="edit hook notes.py",
+        state="done",
+        stages=[
+            StageComparison(
+                stage="compacting",
+                inputs=2,
+                changed=1,
+                failed=1,
+                failed_after=1,
+                comparisons=[
+                    InputComparison("dsp_1", "changed", diffs=[gone]),
+                    InputComparison("dsp_2", "failed", errors_after=["hooks/notes.py compacting: exit 1"]),
+                ],
+            )
+        ],
+    )
+    console = Console(file=io.StringIO(), width=200, record=True)
+    console.print(report(result))
+    text = console.export_text()
+    assert "commit 0123456789 “edit hook notes.py”" in text
+    assert "compaction prompt (gone: the version after gives none)" in text
+    assert "in dsp_2:\n  after: hooks/notes.py compacting: exit 1" in text
 
 
 async def replay_screen(app: EvolveConsole, pilot: Pilot[Any]) -> ReplayScreen:
