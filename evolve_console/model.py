@@ -3,7 +3,7 @@
 The app feeds it the engine's answers and events, and draws the parts it reports changed. It
 imports neither Textual nor Rich, so the order of events (replays after a reconnect, numbers
 skipped, an engine restarted under the console, a reload racing live events) is tested on plain
-data (`tests/console/test_model.py`).
+data (`tests/unit/console/test_model.py`).
 """
 
 from __future__ import annotations

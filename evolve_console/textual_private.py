@@ -2,7 +2,7 @@
 
 Each saves a layout pass over the whole screen (20 ms and more under a flood of runs) where
 Textual's public API has no way to say that none is needed. Each has a fallback that costs the
-layout but stays correct, and `tests/console/test_textual_private.py` fails loudly when the installed
+layout but stays correct, and `tests/unit/console/test_textual_private.py` fails loudly when the installed
 Textual no longer has them. Textual is pinned to 8.2.x in pyproject.toml.
 """
 

@@ -1,21 +1,46 @@
 #!/usr/bin/env bash
-# Everything CI checks: lint, format, types, then the whole test suite (unit, console, the wheel
-# installed into a fresh venv (tests/test_packaging.py), and end-to-end against real opencode, which
-# the end-to-end tests install with npm into .cache/ when it is not there; without npm they are skipped).
+# Everything CI checks: lint, format, types, then every tier of tests (tests/README.md):
+#   tests/unit      starts no process (enforced); the fast tier, run before each commit
+#   tests/engine    the engine with real hooks, git, SQLite and engine processes
+#   tests/console   the console (Pilot, snapshots, tmux) against real engines
+#   tests/project   the boundaries, the docs' examples, the wheel installed into a fresh venv, set-up
+#   tests/e2e       real opencode (installed with npm into .cache/ when missing; skipped without npm)
+#
+#   ./scripts/test.sh                 lint, types and the whole suite (what CI runs)
+#   ./scripts/test.sh --fast          lint and the fast tier only
+#   ./scripts/test.sh [--fast] ARGS   the same, on the tests ARGS pick (pytest's arguments)
+#
+# The suite runs with warm starts of Python hooks on, as in production; the tests marked `hooks` (those
+# that run hooks) run once more with them off. Either pass says what it ran, and when it runs nothing.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+fast=0
+if [ "${1:-}" = "--fast" ]; then
+  fast=1
+  shift
+fi
 ./scripts/bootstrap.sh
 # The console test that drives `evolve console` in a terminal needs tmux.
-if ! command -v tmux >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+if [ "$fast" = 0 ] && ! command -v tmux >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   (apt-get install -y -q tmux || (apt-get update -q && apt-get install -y -q tmux)) >/dev/null
 fi
 .venv/bin/ruff check engine evolve_console evolve_demo tests bench scripts
 .venv/bin/ruff format --check engine evolve_console evolve_demo tests bench scripts
+if [ "$fast" = 1 ]; then
+  if [ "$#" -eq 0 ]; then
+    set -- tests/unit
+  fi
+  echo "fast tier: pytest $* (no process started; the whole suite is ./scripts/test.sh)"
+  exec .venv/bin/python -m pytest -q "$@"
+fi
 .venv/bin/mypy
+echo "pass 1 of 2: pytest ${*:-tests} (warm starts on)"
 .venv/bin/python -m pytest -q "$@"
-# The suite ran with warm starts of Python hooks on, as in production (tests/conftest.py); the tests of
-# running hooks run once more with them off (~20 s), unless the caller picked tests of their own.
-if [ "$#" -eq 0 ]; then
-  .venv/bin/python -m pytest -q --warm-start=off \
-    tests/test_runner.py tests/test_dispatch.py tests/test_discovery.py tests/test_builtins.py
+echo "pass 2 of 2: the tests marked hooks among them, with warm starts off"
+status=0
+.venv/bin/python -m pytest -q --warm-start=off -m hooks "$@" || status=$?
+if [ "$status" = 5 ]; then
+  echo "pass 2 of 2: none of the tests picked runs hooks: nothing to run with warm starts off"
+elif [ "$status" != 0 ]; then
+  exit "$status"
 fi

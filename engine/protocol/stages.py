@@ -7,7 +7,7 @@ change what happens. Each hook is treated as one of them; both share most stage 
 `ROWS` has one row a stage: its name in each protocol, its hcp tier, who fires it, what its failure
 starts, whether it carries a session, how it is journaled, whether a replay contains it, what the
 console offers for it. The names the engine and the console read (`LEGACY_STAGES`, `NO_RECOVER`, …)
-are derived from it, so that a new stage is one row; tests/test_stages.py fails while a stage has none
+are derived from it, so that a new stage is one row; tests/unit/engine/test_stages.py fails while a stage has none
 or a row is not whole.
 """
 

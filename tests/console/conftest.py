@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-import os
 import shutil
 import subprocess
 import time
@@ -25,24 +24,20 @@ from collections.abc import Callable, Coroutine, Iterator
 from pathlib import Path
 from typing import Any
 
-# Textual reads TEXTUAL_* (theme, colour system, animations, dim factor...) when it is imported:
-# drop the developer's settings before any test module imports it.
-for _key in [k for k in os.environ if k.startswith("TEXTUAL_")] + ["NO_COLOR", "FORCE_COLOR"]:
-    os.environ.pop(_key, None)
+import pytest
+from rich.text import Text
+from textual.message import Message
+from textual.notifications import Notify
+from textual.pilot import Pilot
+from textual.widget import Widget
 
-import pytest  # noqa: E402
-from rich.text import Text  # noqa: E402
-from textual.message import Message  # noqa: E402
-from textual.notifications import Notify  # noqa: E402
-from textual.pilot import Pilot  # noqa: E402
-from textual.widget import Widget  # noqa: E402
-
-from evolve_console.app import EvolveConsole  # noqa: E402
-from evolve_console.detail import DetailPane  # noqa: E402
-from evolve_console.table import KeyedTable  # noqa: E402
-from tests.support import environment  # noqa: E402
-from tests.support.engine_process import START_TIMEOUT, EngineProcess  # noqa: E402
-from tests.support.environment import EVOLVE, REPO  # noqa: E402
+import tests.support.textual_env  # noqa: F401  (before Textual is imported)
+from evolve_console.app import EvolveConsole
+from evolve_console.detail import DetailPane
+from evolve_console.table import KeyedTable
+from tests.support import environment
+from tests.support.engine_process import START_TIMEOUT, EngineProcess
+from tests.support.environment import EVOLVE, REPO
 
 
 def make_isolated_env(home: Path, **extra: str) -> dict[str, str]:

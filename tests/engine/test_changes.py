@@ -23,7 +23,6 @@ from engine.protocol.records import Change
 from engine.runtime import Engine
 from tests.support.in_process import run_engine
 
-REPO = Path(__file__).resolve().parent.parent
 SAID = {"text": "The preamble should mention the notebook.", "reasoning": "The user keeps asking."}
 PROMPT_EDIT = {"prompt": "chat.md", "oldString": "plainly and briefly", "newString": "plainly, with care"}
 HOOK_EDIT = {

@@ -3,9 +3,6 @@ gate's diffs look like, read into files, hunks, numbered lines, pairs and change
 
 from __future__ import annotations
 
-import subprocess
-from pathlib import Path
-
 from evolve_console.diffmodel import (
     MAX_WORD_TOKENS,
     Line,
@@ -175,42 +172,6 @@ def test_a_huge_diff_is_bounded() -> None:
     diff = parse(text, max_lines=100_000)
     assert diff.omitted == lines + 3 - 100_000
     assert len(diff.files[0].hunks[0].lines) == 100_000 - 3
-
-
-def test_what_git_prints_for_a_commit(tmp_path: Path) -> None:
-    """The real thing: a commit renaming, editing and adding files, as `git show --patch` prints it."""
-    repo = tmp_path / "repo"
-    repo.mkdir()
-
-    def git(*args: str) -> str:
-        env = {"GIT_CONFIG_GLOBAL": "/dev/null", "GIT_CONFIG_NOSYSTEM": "1", "HOME": str(tmp_path)}
-        return subprocess.run(
-            ["git", "-c", "user.name=t", "-c", "user.email=t@t", *args],
-            cwd=repo,
-            env=env,
-            check=True,
-            capture_output=True,
-        ).stdout.decode()
-
-    git("init", "-q")
-    (repo / "a.md").write_text("".join(f"line {i}\n" for i in range(20)))
-    (repo / "c.txt").write_bytes(b"one\r\ntwo")
-    git("add", "-A")
-    git("commit", "-qm", "one")
-    (repo / "a.md").unlink()
-    (repo / "b.md").write_text("".join(f"line {i}\n" for i in range(20)).replace("line 7", "line seven"))
-    (repo / "c.txt").write_bytes(b"one\r\ntwo\r\n")
-    git("add", "-A")
-    git("commit", "-qm", "two")
-    moved, crlf = parse(git("show", "--format=", "--patch", "--no-color", "HEAD")).files
-    assert (moved.status, moved.old_path, moved.new_path) == ("renamed", "a.md", "b.md")
-    [hunk] = moved.hunks
-    removed = next(line for line in hunk.lines if line.kind == "-")
-    added = hunk.lines[removed.partner or 0]
-    assert (removed.old, added.new, added.text) == (8, 8, "line seven")
-    old, new = crlf.hunks[0].lines[1:]
-    assert (old.text, old.cr, old.no_newline) == ("two", False, True)
-    assert (new.text, new.cr, new.no_newline) == ("two", True, False)
 
 
 # ---- pairs and words ---------------------------------------------------------------------------------

@@ -24,6 +24,9 @@ from engine.protocol.records import HookRun, new_id
 from tests.support.processes import wait_gone
 from tests.support.warm import WarmLoop
 
+# scripts/test.sh runs these tests a second time with warm starts off.
+pytestmark = pytest.mark.hooks
+
 PY = sys.executable  # a real python3; the pyenv shim on PATH is slow to start
 
 

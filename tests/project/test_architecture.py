@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import ast
 import json
+import os
 import re
+import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -15,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from engine.protocol.api import API_VERSION, SHIM_ROUTES
+from tests.support.environment import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 STDLIB = sys.stdlib_module_names
 
 
@@ -265,3 +267,61 @@ def test_the_engine_serves_every_route_of_the_contract(tmp_path: Path) -> None:
     app = build_app(Engine(tmp_path, journal=False), "t")
     served = {r.path for r in app.app.routes if isinstance(r, Route)}  # type: ignore[attr-defined]
     assert set(SHIM_ROUTES) <= served
+
+
+def test_the_model_imports_neither_textual_nor_rich() -> None:
+    code = (
+        "import sys, evolve_console.model\n"
+        "bad = sorted(m for m in sys.modules if m.split('.')[0] in ('textual', 'rich'))\n"
+        "assert not bad, bad\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+
+
+TIERS = ("unit", "engine", "console", "project", "e2e")
+
+
+def test_every_test_module_lives_in_a_tier() -> None:
+    """scripts/test.sh --fast runs tests/unit; a test module outside the tiers would run in no tier's
+    name (tests/README.md)."""
+    stray = [
+        str(path.relative_to(REPO))
+        for path in sorted((REPO / "tests").rglob("test_*.py"))
+        if path.relative_to(REPO / "tests").parts[0] not in TIERS
+    ]
+    assert not stray, f"test modules outside tests/{{{','.join(TIERS)}}}: {stray}"
+
+
+def test_the_fast_tier_refuses_to_start_a_process(tmp_path: Path) -> None:
+    """tests/unit/conftest.py makes a test that starts a process fail, naming the tiers it belongs in
+    (run on a copy of that conftest, so that nothing is written into the source tree)."""
+    tier = tmp_path / "unit"
+    tier.mkdir()
+    shutil.copy(REPO / "tests" / "unit" / "conftest.py", tier / "conftest.py")
+    (tier / "test_probe.py").write_text(
+        "import subprocess\n\ndef test_spawns():\n    subprocess.run(['true'])\n"
+    )
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "--rootdir",
+            str(tmp_path),
+            "--basetemp",
+            str(tmp_path / "base"),
+            str(tier),
+        ],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "started a process (subprocess)" in proc.stdout
+    assert "move the test to tests/engine, tests/console or tests/project" in proc.stdout

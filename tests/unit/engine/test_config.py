@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from engine.workspace.config import FIELDS, Config, ConfigIssue, LoadedConfig, Model, load_config
+from tests.support.environment import REPO
 
 # A base that differs from the defaults in every field, to tell "kept from base" from "default".
 BASE = Config(
@@ -141,7 +142,7 @@ def test_json5_comments_urls_and_trailing_commas(tmp_path: Path) -> None:
 
 
 def test_example_workspace_config_parses_to_defaults() -> None:
-    example = Path(__file__).resolve().parent.parent / "engine" / "example" / "config" / "evolve.jsonc"
+    example = REPO / "engine" / "example" / "config" / "evolve.jsonc"
     loaded = load(example)
     assert loaded.errors == [] and loaded.warnings == []
     assert loaded.config == Config()

@@ -15,7 +15,11 @@ import pytest
 
 from engine.hooks.discovery import HookFile, registration_from, scan_hooks
 from engine.runtime import Engine
+from tests.support.environment import REPO
 from tests.support.in_process import run_engine
+
+# scripts/test.sh runs these tests a second time with warm starts off.
+pytestmark = pytest.mark.hooks
 
 
 def write_file(path: Path, text: str, mode: int = 0o755) -> Path:
@@ -451,7 +455,7 @@ def test_a_bad_stages_list_means_every_stage_with_a_problem(tmp_path: Path) -> N
 
 def test_the_example_hook_declares_its_stages_and_sits_out_tool_calls(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
-    shutil.copytree(Path(__file__).resolve().parent.parent / "engine" / "example", ws)
+    shutil.copytree(REPO / "engine" / "example", ws)
 
     async def body(engine: Engine) -> tuple[Any, list[str], list[str]]:
         before = await engine.stages.dispatch(

@@ -24,8 +24,12 @@ from engine.changes.gitstore import GitStore
 from engine.protocol.records import ToolCall
 from engine.runtime import Engine
 from engine.tools.builtins import BUILTINS
+from tests.support.environment import REPO
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "engine" / "example"
+# scripts/test.sh runs these tests a second time with warm starts off.
+pytestmark = pytest.mark.hooks
+
+EXAMPLE = REPO / "engine" / "example"
 
 BUILTIN_NAMES = {
     "evolve_datetime",
@@ -74,6 +78,7 @@ elif stage == "execute_tool":
         sys.exit(4)
 """
 )
+
 
 KIT_TEST = """#!/bin/sh
 out=$("$OPENCODE_EVOLVE_WORKSPACE/hooks/kit.py" discover </dev/null) || { echo "FAIL: kit.py discover failed"; exit 1; }

@@ -21,6 +21,9 @@ from engine.hooks.dispatch import Dispatcher, build_input, merge, recover_defaul
 from engine.protocol.stages import NO_RECOVER
 from engine.runtime import Engine
 
+# scripts/test.sh runs these tests a second time with warm starts off.
+pytestmark = pytest.mark.hooks
+
 T = TypeVar("T")
 
 # A generic hook: logs "<file> <stage>" to calls.log, appends its raw stdin to <file>.<stage>.jsonl,

@@ -1,5 +1,5 @@
 """engine.shim_install: where the plugin file is found, and the plugin entry it writes into a project's
-opencode.json. (How an installed wheel finds it: tests/test_packaging.py.)"""
+opencode.json. (How an installed wheel finds it: tests/project/test_packaging.py.)"""
 
 from __future__ import annotations
 

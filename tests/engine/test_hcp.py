@@ -27,12 +27,12 @@ from engine.protocol.events import Event, EventKind
 from engine.protocol.stages import HookProtocol
 from engine.runtime import Engine
 from tests.support.engine_process import EngineProcess
-from tests.support.environment import isolated_env, without_settings
+from tests.support.environment import REPO, isolated_env, without_settings
 from tests.support.waiting import wait_for
 
 T = TypeVar("T")
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
-REPO = FIXTURES.parent.parent
+FIXTURES = REPO / "tests" / "fixtures"
+
 PY = f"#!{sys.executable}\n"
 
 

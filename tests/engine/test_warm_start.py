@@ -30,11 +30,12 @@ from engine.hooks.runner import execute, run_process
 from engine.protocol.records import HookRun, new_id
 from engine.warm import starts as warmstart
 from engine.warm.starts import WarmProcess, WarmStarts, python_interpreter
+from tests.support.environment import REPO
 from tests.support.processes import PROC, pid_alive, wait_gone
 from tests.support.warm import WarmLoop
 
 PY = sys.executable
-EXAMPLE = Path(__file__).resolve().parent.parent / "engine" / "example"
+EXAMPLE = REPO / "engine" / "example"
 T = TypeVar("T")
 
 
