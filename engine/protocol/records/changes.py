@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .base import JSONDict, Record, known_fields
+from .sessions import SessionInfo
 
 
 @dataclass
@@ -131,3 +132,110 @@ class PendingChange(Record):
 class ReviewRecorded(Record):
     sha: str
     review: str
+
+
+# ---- what the API takes and answers about them ---------------------------------------------------
+
+
+@dataclass
+class LoggedCommit(Record):
+    """A commit of the workspace's history as git has it (`GET /v1/commits`)."""
+
+    sha: str
+    time: int
+    message: str
+    trailers: dict[str, str] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CommitLog(Record):
+    commits: list[LoggedCommit] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> CommitLog:
+        return cls([LoggedCommit.from_dict(c) for c in data.get("commits") or []])
+
+
+@dataclass
+class ChangeList(Record):
+    """`GET /v1/changes`: the history, newest first, and the changes held for review (without their
+    content, decided ones included)."""
+
+    changes: list[Change] = field(default_factory=list)
+    pending: list[PendingChange] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> ChangeList:
+        return cls(
+            [Change.from_dict(c) for c in data.get("changes") or []],
+            [PendingChange.from_dict(p) for p in data.get("pending") or []],
+        )
+
+
+@dataclass
+class Impact(Record):
+    """What reverting a change would touch: the sessions (without history) that froze their prompt
+    while it was installed, the later changes to the same files (a `Change` as a dict, or only its
+    `sha` when it is older than the history listed), and the sessions frozen while one of those was."""
+
+    sha: str
+    sessions: list[SessionInfo] = field(default_factory=list)
+    later: list[JSONDict] = field(default_factory=list)
+    later_sessions: list[SessionInfo] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> Impact:
+        return cls(
+            str(data.get("sha") or ""),
+            [SessionInfo.from_dict(s) for s in data.get("sessions") or []],
+            [c for c in data.get("later") or [] if isinstance(c, dict)],
+            [SessionInfo.from_dict(s) for s in data.get("later_sessions") or []],
+        )
+
+
+@dataclass
+class ChangeDiff(Record):
+    """A commit's patch, cut at 2,000,000 characters."""
+
+    sha: str
+    diff: str
+    truncated: bool = False
+
+
+@dataclass
+class Decision(Record):
+    """An operator's approval or rejection: who (`by`, "operator" when not given) and, for a
+    rejection, why."""
+
+    by: str | None = None
+    reason: str | None = None
+
+
+@dataclass
+class RevertRequest(Record):
+    by: str | None = None
+    refresh: list[str] = field(default_factory=list)  # sessions whose frozen prompt to drop afterwards
+    together: bool = False  # also undo the later changes to the same files, in the same commit
+
+
+@dataclass
+class Reverted(Record):
+    sha: str  # the new commit
+    reverted: list[str] = field(default_factory=list)  # the commits it undoes, newest first
+    files: list[str] = field(default_factory=list)
+    refreshed: list[str] = field(default_factory=list)  # the sessions whose frozen prompt was dropped
+
+
+@dataclass
+class PendingReview(PendingChange):
+    """A pending change with its content and its diff against the file as it is now."""
+
+    diff: str = ""
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> PendingReview:
+        known = known_fields(cls, data)
+        found = known.get("provenance")
+        known["provenance"] = Provenance.from_dict(found) if isinstance(found, dict) else None
+        return cls(**known)

@@ -79,3 +79,18 @@ class HeartbeatChanged(Record):
             data.get("cleanup"),
             data.get("trigger"),
         )
+
+
+@dataclass
+class HeartbeatFired(Record):
+    """`POST /v1/heartbeat/fire`: the tick it ran, and the status after it."""
+
+    result: TickResult
+    status: HeartbeatStatus
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> HeartbeatFired:
+        return cls(
+            TickResult.from_dict(data.get("result") or {}),
+            HeartbeatStatus.from_dict(data.get("status") or {}),
+        )

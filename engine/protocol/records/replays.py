@@ -143,3 +143,18 @@ class ReplayProgress(Record):
     done: int
     total: int
     message: str = ""
+
+
+@dataclass
+class ReplayRequest(Record):
+    """`POST /v1/changes/{rev}/replay`, `POST /v1/pending/{id}/replay`."""
+
+    stages: list[str] | None = None  # None: the stages the change can affect
+    limit: int | None = None  # recorded inputs per stage (the engine's default when None)
+    wait: bool = False  # answer when it has finished
+
+
+@dataclass
+class ReplayCancelled(Record):
+    id: str
+    cancelled: bool = True

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from .base import JSONDict, Record
+from .base import JSONDict, Record, known_fields
 
 
 @dataclass
@@ -60,3 +60,54 @@ class StageResult(Record):
     recovered: bool = False  # whether the recover stage stepped in
     duration_ms: float = 0.0
     turn: str | None = None  # the user message whose turn this dispatch belongs to, when known
+
+
+# ---- what the API takes and answers about them ---------------------------------------------------
+
+
+@dataclass
+class StageRequest(Record):
+    """`POST /v1/stages/{stage}`: a stage dispatched by hand."""
+
+    context: JSONDict = field(default_factory=dict)
+    session: str | None = None
+    with_runs: bool = False  # answer with the record of every run (`run_records`)
+
+
+@dataclass
+class StageRun(StageResult):
+    """A stage dispatched by hand; with `with_runs`, the records of its runs in their order."""
+
+    run_records: list[HookRun] | None = None
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> StageRun:
+        known = known_fields(cls, data)
+        runs = known.get("run_records")
+        known["run_records"] = (
+            [HookRun.from_dict(r) for r in runs if isinstance(r, dict)] if isinstance(runs, list) else None
+        )
+        return cls(**known)
+
+
+@dataclass
+class RunList(Record):
+    """`GET /v1/runs`: hook runs, newest first, and the journal's counts."""
+
+    runs: list[HookRun] = field(default_factory=list)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> RunList:
+        return cls([HookRun.from_dict(r) for r in data.get("runs") or []], dict(data.get("counts") or {}))
+
+
+@dataclass
+class DispatchList(Record):
+    """`GET /v1/dispatches`: stage dispatches, newest first."""
+
+    dispatches: list[StageResult] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> DispatchList:
+        return cls([StageResult.from_dict(d) for d in data.get("dispatches") or []])

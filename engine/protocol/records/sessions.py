@@ -72,3 +72,14 @@ class SessionChanged(Record):
     @classmethod
     def from_dict(cls, data: JSONDict) -> SessionChanged:
         return cls(str(data.get("change")), SessionInfo.from_dict(data.get("session") or {}))
+
+
+@dataclass
+class SessionList(Record):
+    """`GET /v1/sessions`: every session the engine knows (without histories)."""
+
+    sessions: list[SessionInfo] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> SessionList:
+        return cls([SessionInfo.from_dict(s) for s in data.get("sessions") or []])

@@ -117,3 +117,35 @@ class EngineStatus(Record):
         known["opencode"] = [ConnectionInfo.from_dict(c) for c in known.get("opencode") or []]
         known["heartbeat"] = HeartbeatStatus.from_dict(known.get("heartbeat") or {})
         return cls(**known)
+
+
+@dataclass
+class Health(Record):
+    """`GET /v1/health`: that the engine answers, what it is, and its newest event's number."""
+
+    ok: bool
+    version: str
+    api: int
+    workspace: str
+    pid: int
+    seq: int = 0  # subscribe to /v1/events?since=<this> to miss nothing
+
+
+@dataclass
+class Ok(Record):
+    """An answer that only says the request was taken."""
+
+    ok: bool = True
+
+
+@dataclass
+class LoadRequest(Record):
+    """`POST /v1/debug/load`: synthetic hook runs, for load tests."""
+
+    count: int = 1
+    stdout_bytes: int = 0
+
+
+@dataclass
+class LoadRecorded(Record):
+    recorded: int

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from .base import JSONDict, Record, known_fields
 from .changes import Evidence
@@ -51,3 +52,68 @@ class ValidationRun(Record):
     hook: str
     ok: bool
     output: str
+
+
+# ---- what the API takes and answers about them ---------------------------------------------------
+
+
+@dataclass
+class ToolCallList(Record):
+    """`GET /v1/tool-calls`: tool calls, newest first."""
+
+    tool_calls: list[ToolCall] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> ToolCallList:
+        return cls([ToolCall.from_dict(c) for c in data.get("tool_calls") or []])
+
+
+@dataclass
+class ToolSpecInfo(Record):
+    """A tool as the agent sees it (`GET /v1/tools`, `evolve tools --json`)."""
+
+    name: str
+    description: str
+    parameters: JSONDict  # its JSON Schema
+    origin: str  # "builtin" or the hook file name
+    permission: JSONDict | None = None  # {"arg": ...}
+    asks: bool = False  # whether a call asks opencode's permission system first
+
+
+@dataclass
+class ToolList(Record):
+    """`GET /v1/tools`: every tool the agent gets."""
+
+    tools: list[ToolSpecInfo] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> ToolList:
+        return cls([ToolSpecInfo.from_dict(t) for t in data.get("tools") or []])
+
+
+@dataclass
+class PermissionRequest(Record):
+    """`POST /v1/tools/{name}/permission`: what a call would ask opencode's permission system."""
+
+    args: JSONDict = field(default_factory=dict)
+    call_id: str | None = None
+
+
+@dataclass
+class PermissionAnswer(Record):
+    ask: JSONDict | None = None  # {permission, patterns}, or None: no ask
+
+
+@dataclass
+class ToolCallRequest(Record):
+    """`POST /v1/tools/{name}/call`: a call of one of evolve's tools."""
+
+    args: JSONDict = field(default_factory=dict)
+    session: str | None = None
+    call_id: str | None = None
+    origin: str | None = None  # tool (the agent, the default) or operator
+    history: list[Any] | None = None  # the session's messages, as opencode has them
+    context: JSONDict | None = None  # what the agent said before the call: {text, reasoning}
+    permission: str | None = None  # how opencode permitted it
+    refused: str | None = None  # opencode's reason when it refused (recorded, not run)
+    turn: str | None = None  # the user message whose turn makes the call
