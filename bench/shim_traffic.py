@@ -47,8 +47,11 @@ sys.path.insert(0, str(REPO))  # tests/support is not an installed package
 
 from opencode_overhead import TOOL_HOOK, engine_cpu_ms  # noqa: E402  (bench/opencode_overhead.py)
 
-from engine.api.shim_routes import CONNECTION_HEADER  # noqa: E402
-from engine.protocol.api import API_VERSION, API_VERSION_HEADER  # noqa: E402
+from engine.protocol.api import (  # noqa: E402
+    API_VERSION,
+    API_VERSION_HEADER,
+    CONNECTION_HEADER,
+)
 from tests.support.engine_process import EngineProcess  # noqa: E402
 from tests.support.environment import drop_shims  # noqa: E402
 

@@ -180,6 +180,18 @@ def test_the_wire_contract_imports_only_the_standard_library() -> None:
     assert {t for t in graph("engine")["engine"] if top(t) not in STDLIB} == set()
 
 
+def test_the_api_never_sees_the_engine() -> None:
+    """Each route module (engine/api/) gets the few services it needs, never the Engine."""
+    crossing = {
+        (module, target)
+        for module, targets in graph("engine").items()
+        if module == "engine.api" or module.startswith("engine.api.")
+        for target in targets
+        if target == "engine.runtime" or target.startswith("engine.runtime.")
+    }
+    assert crossing == set()
+
+
 PROBE = """
 import json, sys
 from engine.cli.main import main
