@@ -6,20 +6,18 @@ from __future__ import annotations
 
 import asyncio
 import difflib
-import hashlib
-import json
 import os
 import stat
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from engine.changes.commits import Commits
+from engine.changes.errors import ChangeError as ChangeError  # where its callers catch it
 from engine.changes.gitstore import Commit, GitError, RevertConflict
+from engine.changes.pending import PendingChanges, sha256
 from engine.changes.provenance import PROVENANCE_REF, decode
-from engine.core import strictjson
 from engine.core.activity import Activity
 from engine.core.bus import EventBus
 from engine.protocol.records import (
@@ -33,20 +31,8 @@ from engine.protocol.records import (
     Reverted,
     ReviewRecorded,
     SessionInfo,
-    new_id,
 )
-from engine.tools.host import CallContext
 from engine.workspace.layout import Workspace, write_atomic
-
-
-class ChangeError(RuntimeError):
-    """An operator action that cannot be done; the message says why and what to do. `details` is
-    what a program needs to act on it (e.g. the later commits that a revert conflicts with)."""
-
-    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.details = details or {}
-
 
 REVIEWED_AREAS = ("hooks/", "prompts/", "config/", "tests/")
 """Where a change alters what the agent is: an agent's or a hook's change there needs a review."""
@@ -73,10 +59,6 @@ def installed_at(change: Change) -> float:
     return change.time + 1.0
 
 
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
 def lines_of(text: str) -> list[str]:
     """The lines of `text` as git counts them (split at "\n" only), each with its line end."""
     parts = text.split("\n")
@@ -95,27 +77,27 @@ def unified_diff(before: str, after: str, file: str) -> str:
 class Changes:
     def __init__(
         self,
+        *,
         workspace: Workspace,
         commits: Commits,
+        pending: PendingChanges,
         bus: EventBus,
         activity: Activity,
         files_changed: Callable[[list[str]], Awaitable[None]],
         tell: Callable[[str, str, str], Awaitable[object]],
         sessions: Callable[[], list[SessionInfo]],
         refresh: Callable[[str], bool],
-        held: Callable[[PendingChange], None] | None = None,
     ) -> None:
         self._workspace = workspace
         self._commits = commits
         self._git = commits.git
+        self._pending = pending  # the changes held for review
         self._bus = bus
         self._activity = activity
         self._files_changed = files_changed  # hooks, prompts or config changed: reload them
         self._tell = tell  # (session, message, change): a notification to the session behind a change
         self._sessions = sessions  # the sessions the engine knows
         self._refresh = refresh  # drop a session's frozen prompt: its next request composes one anew
-        self._held = held  # a change was held for review (it is replayed for the reviewer)
-        self.dir = workspace.state_dir / "pending"
 
     # ---- history ----------------------------------------------------------------------------
 
@@ -300,62 +282,11 @@ class Changes:
 
     # ---- review gate ------------------------------------------------------------------------
 
-    def hold(
-        self,
-        rel: str,
-        old: bytes,
-        new: str,
-        message: str,
-        ctx: CallContext,
-        hook: str | None,
-        provenance: Provenance | None = None,
-    ) -> PendingChange:
-        pending = PendingChange(
-            id=new_id("chg"),
-            file=rel,
-            content=new,
-            base_sha256=sha256(old),
-            message=message,
-            tool=ctx.tool,
-            session=ctx.session,
-            call_id=ctx.call_id,
-            hook=hook,
-            created_at=time.time(),
-            provenance=provenance,
-        )
-        self._save(pending)
-        self._bus.publish(pending.summary())
-        if self._held is not None:
-            self._held(pending)
-        return pending
-
-    def _save(self, pending: PendingChange) -> None:
-        write_atomic(
-            # strictjson: a content with unpaired surrogates (bytes that are not UTF-8) is kept, escaped
-            self.dir / f"{pending.id}.json",
-            strictjson.dumps(pending.to_dict()).encode(),
-        )
-
     def pending(self, include_decided: bool = False) -> list[PendingChange]:
-        items: list[PendingChange] = []
-        if not self.dir.is_dir():
-            return items
-        for path in sorted(self.dir.glob("*.json")):
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-                item = PendingChange.from_dict(data)
-            except (OSError, ValueError, TypeError):
-                continue
-            if include_decided or item.status == "pending":
-                items.append(item)
-        return items
+        return self._pending.listed(include_decided)
 
     def get(self, pending_id: str) -> PendingChange:
-        path = self.dir / f"{os.path.basename(pending_id)}.json"
-        try:
-            return PendingChange.from_dict(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError):
-            raise ChangeError(f"no pending change {pending_id!r}") from None
+        return self._pending.get(pending_id)
 
     def review(self, pending_id: str) -> PendingReview:
         """A pending change with its content and its diff against the file as it is now."""
@@ -383,7 +314,7 @@ class Changes:
                     item.note = (
                         f"{item.file} changed after the agent proposed this; ask it to redo the change"
                     )
-                    self._save(item)
+                    self._pending.save(item)
                     raise ChangeError(item.note)
                 commit = await self._apply(item, who)
             if commit is not None:
@@ -439,7 +370,7 @@ class Changes:
         )
         item.status, item.decided_at = "approved", time.time()
         item.commit = commit.sha if commit else None
-        self._save(item)
+        self._pending.save(item)
         return commit
 
     async def reject_pending(
@@ -450,7 +381,7 @@ class Changes:
             raise ChangeError(f"change {pending_id} was already {item.status}")
         item.status, item.decided_at = "rejected", time.time()
         item.note = f"rejected by {who}" + (f": {reason}" if reason else "")
-        self._save(item)
+        self._pending.save(item)
         self._bus.publish(item.summary())
         because = f" because: {reason}" if reason else ""
         await self._tell_author(

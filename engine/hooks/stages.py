@@ -24,6 +24,7 @@ Settle = Callable[[str, "str | None", float], None]
 class Stages:
     def __init__(
         self,
+        *,
         workspace: Workspace,
         hooks_for: Callable[[str], Sequence[Target]],
         run_hook: RunHook,

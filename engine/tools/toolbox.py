@@ -78,6 +78,7 @@ class ToolSpec:
 class Tools:
     def __init__(
         self,
+        *,
         workspace: Workspace,
         config: Callable[[], Config],
         env: Mapping[str, str],
@@ -91,7 +92,10 @@ class Tools:
         journal: Journal | None,
         bus: EventBus,
         activity: Activity,
+        heartbeat: HeartbeatControl | None = None,
     ) -> None:
+        """`heartbeat`: what hcp's heartbeat tools control (none: they say it lives in the running
+        engine)."""
         self.workspace = workspace
         self._config = config
         self._env = env
@@ -107,7 +111,7 @@ class Tools:
         self._activity = activity
         # call id -> the result a before_tool hook gave for that call: the tool does not run.
         self._presets: dict[str, str] = {}
-        self.heartbeat: HeartbeatControl | None = None  # set by the engine once its heartbeat exists
+        self.heartbeat = heartbeat
 
     # ---- what the agent sees ----------------------------------------------------------------
 
