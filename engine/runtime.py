@@ -110,12 +110,18 @@ class Engine:
         self.pending = PendingChanges(ws.state_dir / "pending", bus)
         git = GitStore(root)
         self.commits = Commits(
-            git,
-            WorkspaceLock(ws.state_dir / "write.lock"),
-            bus,
-            self.activity,
-            self.warn,
-            gate=Gate(git, lambda: self.config.review, self.pending.hold, self.warn, self.files_changed),
+            git=git,
+            lock=WorkspaceLock(ws.state_dir / "write.lock"),
+            bus=bus,
+            activity=self.activity,
+            warn=self.warn,
+            gate=Gate(
+                git=git,
+                review=lambda: self.config.review,
+                hold=self.pending.hold,
+                warn=self.warn,
+                restored=self.files_changed,
+            ),
             head=HeadMemory(
                 lambda: self.state.read().get("git_head"), lambda sha: self.state.update({"git_head": sha})
             ),

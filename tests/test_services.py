@@ -74,7 +74,9 @@ def build(root: Path, config: Callable[[], Config]) -> Parts:
     registry = HookRegistry(ws.hooks_dir, runner.run, bus, warn)
     pending = PendingChanges(ws.state_dir / "pending", bus)
     git = GitStore(root)
-    commits = Commits(git, WorkspaceLock(ws.state_dir / "write.lock"), bus, activity, warn)
+    commits = Commits(
+        git=git, lock=WorkspaceLock(ws.state_dir / "write.lock"), bus=bus, activity=activity, warn=warn
+    )
     sessions = SessionStore(None, bus.publish)
     stages = Stages(
         workspace=ws,
