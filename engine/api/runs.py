@@ -83,13 +83,11 @@ def add_run_routes(router: Router, journal: Journal | None, stages: Dispatching)
                 await flushed(found)
             return answer(read(found, query(request, route)))
 
-    listing(
-        routes.RUNS,
-        lambda j, q: RunList(
-            j.runs(**{("dispatch_id" if k == "dispatch" else k): v for k, v in q.items()}), j.counts()
-        ),
-        flush=True,
-    )
+    def runs(j: Journal, q: dict[str, Any]) -> RunList:
+        dispatch = q.pop("dispatch")  # the query's name of the journal's dispatch_id
+        return RunList(j.runs(**q, dispatch_id=dispatch), j.counts())
+
+    listing(routes.RUNS, runs, flush=True)
     listing(routes.DISPATCHES, lambda j, q: DispatchList(j.dispatches(**q)), flush=True)
     listing(routes.TOOL_CALLS, lambda j, q: ToolCallList(j.tool_calls(**q)), flush=False)
 
