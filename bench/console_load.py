@@ -86,6 +86,7 @@ import httpx
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # tests/support is not an installed package
 
+from engine.protocol import calls  # noqa: E402
 from tests.support.engine_process import EngineProcess  # noqa: E402
 from tests.support.terminal import Terminal  # noqa: E402
 
@@ -99,10 +100,11 @@ COUNT_RE = re.compile(r"([\d,]+) runs in the journal · ([\d,]+) failed · ([\d,
 
 def journal_counts(engine: EngineProcess) -> dict[str, int]:
     """The journal's counts (runs, failed, ...) as /v1/runs reports them."""
+    listed = calls.runs(limit=1)
     with engine.client() as c:
-        resp = c.get("/v1/runs", params={"limit": 1})
+        resp = c.request(listed.method, listed.path, params=listed.query)
         resp.raise_for_status()
-        return dict(resp.json()["counts"])
+        return listed.decode(resp.json()).counts
 
 
 def stable_counts(engine: EngineProcess, timeout: float = 30.0) -> dict[str, int]:
@@ -142,6 +144,7 @@ def generate(url: str, token: str, rate: float, seconds: float, stdout_bytes: in
     post_ms: list[float] = []
     late_ms = 0.0
     errors: list[str] = []
+    load = calls.debug_load(per_batch, stdout_bytes)
     with httpx.Client(base_url=url, headers={"authorization": f"Bearer {token}"}, timeout=30) as c:
         print(json.dumps({"starting": True}), flush=True)
         start = time.monotonic()
@@ -154,10 +157,10 @@ def generate(url: str, token: str, rate: float, seconds: float, stdout_bytes: in
                 late_ms = max(late_ms, -pause * 1000)
             t0 = time.perf_counter()
             try:
-                resp = c.post("/v1/debug/load", json={"count": per_batch, "stdout_bytes": stdout_bytes})
+                resp = c.request(load.method, load.path, json=load.body)
                 resp.raise_for_status()
-                recorded += int(resp.json()["recorded"])
-            except (httpx.HTTPError, ValueError, KeyError) as exc:
+                recorded += load.decode(resp.json()).recorded
+            except (httpx.HTTPError, ValueError, TypeError) as exc:
                 errors.append(f"{type(exc).__name__}: {exc}")
             post_ms.append((time.perf_counter() - t0) * 1000)
         elapsed = time.monotonic() - start
@@ -807,9 +810,8 @@ def main() -> int:
     try:
         engine.start(timeout=60)
         with engine.client() as c:  # some history, so that the cursor has rows to move over at idle
-            c.post(
-                "/v1/debug/load", json={"count": 200, "stdout_bytes": args.stdout_bytes}
-            ).raise_for_status()
+            history = calls.debug_load(200, args.stdout_bytes)
+            c.request(history.method, history.path, json=history.body).raise_for_status()
         before = stable_counts(engine)
         by_stage_before = journal_runs_by_stage(workspace)
         if args.mode == "tmux":

@@ -82,8 +82,12 @@ import httpx
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))  # for tests/support (not an installed package)
 
+from engine.cli.client import EngineClient, EngineUnavailable  # noqa: E402
 from engine.journal.store import Journal  # noqa: E402
-from engine.protocol.api import API_VERSION  # noqa: E402
+from engine.protocol import calls  # noqa: E402
+from engine.protocol.api import API_VERSION, API_VERSION_HEADER  # noqa: E402
+from engine.protocol.calls import Call  # noqa: E402
+from engine.protocol.records import SystemRequest, ToolAfterRequest  # noqa: E402
 from evolve_demo.scripted_model import MockLLM, Reply  # noqa: E402
 from tests.support.engine_process import announcement, stop_workspace_engine  # noqa: E402
 from tests.support.environment import drop_shims, without_settings  # noqa: E402
@@ -579,16 +583,16 @@ class Bench:
         found = (project or self.evolve).engine_announcement()
         if not found:
             return
-        headers = {"authorization": f"Bearer {found['token']}"}
         deadline = time.monotonic() + timeout
         idle_in_a_row = 0
-        while idle_in_a_row < 2 and time.monotonic() < deadline:
-            try:
-                busy = httpx.get(found["url"] + "/v1/status", headers=headers, timeout=5).json().get("busy")
-            except (httpx.HTTPError, ValueError):
-                return
-            idle_in_a_row = 0 if busy else idle_in_a_row + 1
-            time.sleep(0.05)
+        with contextlib.closing(EngineClient(found["url"], found["token"], 5)) as client:
+            while idle_in_a_row < 2 and time.monotonic() < deadline:
+                try:
+                    busy = client.send(calls.status()).busy
+                except EngineUnavailable:
+                    return
+                idle_in_a_row = 0 if busy else idle_in_a_row + 1
+                time.sleep(0.05)
 
     # ---- afterwards: user message times and the engine journal --------------------------------------
 
@@ -653,7 +657,7 @@ class Bench:
                         break
                     time.sleep(0.1)
                 dispatches = journal.dispatches(stage="mutate_request", session=run.session)
-                calls = journal.tool_calls(tool="notes_list", session=run.session, limit=10_000)
+                tool_calls = journal.tool_calls(tool="notes_list", session=run.session, limit=10_000)
                 out[run.session] = {
                     "mutate_run_ms": [r.duration_ms for r in mutate],
                     "mutate_dispatch_ms": [d.duration_ms for d in dispatches],
@@ -661,7 +665,7 @@ class Bench:
                     "stage_ms": {
                         s: sum(r.duration_ms for r in runs_ if r.stage == s) for s in {r.stage for r in runs_}
                     },
-                    "tool_call_ms": [c.duration_ms for c in calls],
+                    "tool_call_ms": [c.duration_ms for c in tool_calls],
                     "execute_tool_ms": [r.duration_ms for r in runs_ if r.stage == "execute_tool"],
                 }
         finally:
@@ -679,39 +683,41 @@ class Bench:
         if not found:
             return {}
         session = "ses_benchreplay"
-        system = {"session": session, "system": ["You are opencode."]}
-        calls: dict[str, tuple[str, str, dict[str, Any] | None]] = {
-            "GET /v1/health": ("GET", "/v1/health", None),
-            "POST /v1/opencode/system (frozen)": ("POST", "/v1/opencode/system", system),
-            "POST /v1/tools/notes_list/permission": ("POST", "/v1/tools/notes_list/permission", {"args": {}}),
+        system = calls.system(SystemRequest(session, ["You are opencode."]))
+        timed: dict[str, Call[Any]] = {
+            f"{c.method} {c.path}{label}": c
+            for c, label in (
+                (calls.health(), ""),
+                (system, " (frozen)"),
+                (calls.tool_permission("notes_list", {}), ""),
+            )
         }
-        out: dict[str, list[float]] = {name: [] for name in calls}
-        busy = "POST /v1/opencode/system (frozen), right after /tool-after"
+        out: dict[str, list[float]] = {name: [] for name in timed}
+        busy = f"{system.method} {system.path} (frozen), right after /tool-after"
         out[busy] = []
-        headers = {"authorization": f"Bearer {found['token']}", "x-evolve-api": str(API_VERSION)}
+
+        def send(http: httpx.Client, call: Call[Any]) -> httpx.Response:
+            # The call as data (no decoding): the time is the engine's and the connection's alone.
+            return http.request(call.method, call.path, params=call.query, json=call.body)
+
+        headers = {"authorization": f"Bearer {found['token']}", API_VERSION_HEADER: str(API_VERSION)}
         with httpx.Client(base_url=found["url"], headers=headers, timeout=30) as http:
-            http.post("/v1/opencode/system", json=system).raise_for_status()  # mutate_request, freeze
+            send(http, system).raise_for_status()  # mutate_request, freeze
             self.settle_engine()
             for _ in range(3):
-                http.get("/v1/health")
+                send(http, calls.health())
             for _ in range(n):
-                for name, (method, path, body) in calls.items():
+                for name, call in timed.items():
                     t = time.perf_counter()
-                    resp = http.request(method, path, json=body)
+                    resp = send(http, call)
                     out[name].append((time.perf_counter() - t) * 1000)
                     resp.raise_for_status()
             for i in range(n_busy):
                 self.settle_engine()
-                after = {
-                    "session": session,
-                    "tool": "read",
-                    "call_id": f"replay_{i}",
-                    "title": "t",
-                    "output": "o",
-                }
-                http.post("/v1/opencode/tool-after", json=after).raise_for_status()
+                after = ToolAfterRequest(session, "read", f"replay_{i}", title="t", output="o")
+                send(http, calls.tool_after(after)).raise_for_status()
                 t = time.perf_counter()
-                http.post("/v1/opencode/system", json=system).raise_for_status()
+                send(http, system).raise_for_status()
                 out[busy].append((time.perf_counter() - t) * 1000)
             self.settle_engine()
         return out

@@ -46,7 +46,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from engine.journal.store import MAX_PENDING_ROWS, Journal  # noqa: E402
-from engine.protocol.records import HookRun, new_id  # noqa: E402
+from engine.protocol import calls  # noqa: E402
+from engine.protocol.records import HookRun, SystemRequest, new_id  # noqa: E402
 from engine.workspace.config import Config  # noqa: E402
 from tests.support.engine_process import EngineProcess  # noqa: E402
 from tests.support.environment import REPO, isolated_env  # noqa: E402
@@ -184,14 +185,15 @@ def flood_kill(tmp: Path, kills: int) -> None:
         stop = threading.Event()
 
         def client(url: str, token: str, stop: threading.Event, acked: list[tuple[float, int]]) -> None:
+            load = calls.debug_load(200, 20_000)
             with httpx.Client(base_url=url, headers={"authorization": f"Bearer {token}"}, timeout=60) as c:
                 while not stop.is_set():
                     try:
-                        resp = c.post("/v1/debug/load", json={"count": 200, "stdout_bytes": 20_000})
+                        resp = c.request(load.method, load.path, json=load.body)
                     except httpx.HTTPError:
                         return
                     if resp.status_code == 200:
-                        acked.append((time.time(), int(resp.json()["recorded"])))
+                        acked.append((time.time(), load.decode(resp.json()).recorded))
 
         threads = [
             threading.Thread(target=client, args=(engine.url, engine.token, stop, acked)) for _ in range(2)
@@ -246,22 +248,26 @@ def stages_kill(tmp: Path, kills: int) -> None:
 
         def listen(url: str, token: str, ready: threading.Event, streamed: dict[str, float]) -> None:
             headers = {"authorization": f"Bearer {token}"}
+            stream = calls.events()
             try:
-                with httpx.stream("GET", f"{url}/v1/events", headers=headers, timeout=None) as resp:
+                with httpx.stream(
+                    stream.method, f"{url}{stream.path}", params=stream.query, headers=headers, timeout=None
+                ) as resp:
                     ready.set()
                     for line in resp.iter_lines():
                         if line.startswith("data: "):
-                            event = json.loads(line[6:])
-                            if event["kind"] == "hook_run":
-                                streamed[event["data"]["id"]] = time.time()
+                            event = stream.decode(json.loads(line[6:]))
+                            if event.kind == "hook_run":
+                                streamed[event.data["id"]] = time.time()
             except httpx.HTTPError:
                 return
 
         def dispatch(url: str, token: str, stop: threading.Event) -> None:
+            idle = calls.stage("idle", {"answer": "x"}, "ses_k")
             with httpx.Client(base_url=url, headers={"authorization": f"Bearer {token}"}, timeout=60) as c:
                 while not stop.is_set():
                     try:
-                        c.post("/v1/stages/idle", json={"context": {"answer": "x"}, "session": "ses_k"})
+                        c.request(idle.method, idle.path, json=idle.body)
                     except httpx.HTTPError:
                         return
 
@@ -307,20 +313,16 @@ def request_memory(tmp: Path) -> None:
     engine = start_engine(ws, tmp / "home", tmp / "memory.log")
     limit = Config().max_request_bytes
     text = "m" * (limit - 200)
-    body = json.dumps(
-        {
-            "session": "ses_m",
-            "system": ["x"],
-            "history": [{"info": {}, "parts": [{"type": "text", "text": text}]}],
-        }
-    )
-    over = json.dumps({"session": "ses_m", "system": ["x" * (limit + 1)]})
+    history = [{"info": {}, "parts": [{"type": "text", "text": text}]}]
+    system = calls.system(SystemRequest("ses_m", ["x"], history=history))
+    body = json.dumps(system.body)
+    over = json.dumps(calls.system(SystemRequest("ses_m", ["x" * (limit + 1)])).body)
     headers = {"authorization": f"Bearer {engine.token}"}
     base = peak_rss(engine.pid)
 
     def post(content: str) -> int:
-        return httpx.post(
-            f"{engine.url}/v1/opencode/system", content=content, headers=headers, timeout=300
+        return httpx.request(
+            system.method, f"{engine.url}{system.path}", content=content, headers=headers, timeout=300
         ).status_code
 
     statuses = [post(body)]

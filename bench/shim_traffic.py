@@ -47,8 +47,22 @@ sys.path.insert(0, str(REPO))  # tests/support is not an installed package
 
 from opencode_overhead import TOOL_HOOK, engine_cpu_ms  # noqa: E402  (bench/opencode_overhead.py)
 
-from engine.api.shim_routes import CONNECTION_HEADER  # noqa: E402
-from engine.protocol.api import API_VERSION, API_VERSION_HEADER  # noqa: E402
+from engine.protocol import calls  # noqa: E402
+from engine.protocol.api import (  # noqa: E402
+    API_VERSION,
+    API_VERSION_HEADER,
+    CONNECTION_HEADER,
+)
+from engine.protocol.calls import Call  # noqa: E402
+from engine.protocol.records import (  # noqa: E402
+    AssistantRequest,
+    ChatMessageRequest,
+    ConnectRequest,
+    EngineStatus,
+    OpencodeEvent,
+    ToolAfterRequest,
+    ToolBeforeRequest,
+)
 from tests.support.engine_process import EngineProcess  # noqa: E402
 from tests.support.environment import drop_shims  # noqa: E402
 
@@ -88,13 +102,13 @@ def history(step: int) -> list[dict[str, Any]]:
     return messages
 
 
-def call_requests(step: int, events: bool) -> list[tuple[str, dict[str, Any]]]:
+def call_requests(step: int, events: bool) -> list[Call[Any]]:
     """The shim's requests for tool call number `step`, in opencode's order (the history as in a
     10-call run: it grows for 10 calls, then starts over). With `events`, the four session events
     opencode repeats at every step (title and busy status unchanged), which the shim used to forward."""
     call_id, message_id = f"call_{step}", f"msg_{step:06d}"
     session_info = {"id": SESSION, "title": "bench", "time": {"updated": step}}
-    updated = ("/v1/opencode/event", {"type": "session.updated", "properties": {"info": session_info}})
+    updated = calls.opencode_event(OpencodeEvent("session.updated", {"info": session_info}))
     status = {"sessionID": SESSION, "status": {"type": "busy"}}
     tool_part = {
         "id": f"prt_{step}",
@@ -105,45 +119,26 @@ def call_requests(step: int, events: bool) -> list[tuple[str, dict[str, Any]]]:
         "callID": call_id,
         "state": {"status": "completed", "input": {"filePath": "small.txt"}, "output": FILE_TEXT},
     }
-    before = (
-        "/v1/opencode/tool-before",
-        {
-            "session": SESSION,
-            "tool": "read",
-            "call_id": call_id,
-            "args": {"filePath": "small.txt"},
-            "own": False,
-            "history": history(step % 10),
-        },
+    before = calls.tool_before(
+        ToolBeforeRequest(
+            SESSION, "read", call_id, args={"filePath": "small.txt"}, own=False, history=history(step % 10)
+        )
     )
-    after = (
-        "/v1/opencode/tool-after",
-        {"session": SESSION, "tool": "read", "call_id": call_id, "title": "small.txt", "output": FILE_TEXT},
-    )
-    finished = (
-        "/v1/opencode/assistant",
-        {
-            "session": SESSION,
-            "message": {
-                "id": message_id,
-                "agent": "build",
-                "finish": "tool-calls",
-                "providerID": "mock",
-                "modelID": "mock-model",
-                "tokens": {
-                    "input": 1200 + step,
-                    "output": 20,
-                    "reasoning": 0,
-                    "cache": {"read": 0, "write": 0},
-                },
-                "turn": "msg_user",
-            },
-            "parts": [{"type": "step-start"}, tool_part, {"type": "step-finish", "reason": "tool-calls"}],
-        },
-    )
+    after = calls.tool_after(ToolAfterRequest(SESSION, "read", call_id, title="small.txt", output=FILE_TEXT))
+    message = {
+        "id": message_id,
+        "agent": "build",
+        "finish": "tool-calls",
+        "providerID": "mock",
+        "modelID": "mock-model",
+        "tokens": {"input": 1200 + step, "output": 20, "reasoning": 0, "cache": {"read": 0, "write": 0}},
+        "turn": "msg_user",
+    }
+    parts = [{"type": "step-start"}, tool_part, {"type": "step-finish", "reason": "tool-calls"}]
+    finished = calls.assistant(AssistantRequest(SESSION, message, parts))
     if not events:
         return [before, after, finished]
-    busy = ("/v1/opencode/event", {"type": "session.status", "properties": status})
+    busy = calls.opencode_event(OpencodeEvent("session.status", status))
     return [updated, busy, before, after, updated, finished, updated]
 
 
@@ -178,10 +173,21 @@ def make_workspace(base: Path, env: dict[str, str], tool_hook: bool, cold: bool)
     return ws
 
 
+def sent(client: httpx.Client, call: Call[Any]) -> httpx.Response:
+    """The call as data, over the benchmark's own connection (nothing decoded on the timed path)."""
+    content = json.dumps(call.body) if call.body is not None else None
+    return client.request(call.method, call.path, params=call.query, content=content)
+
+
+def engine_status(client: httpx.Client) -> EngineStatus:
+    status = calls.status()
+    return status.decode(sent(client, status).json())
+
+
 def wait_idle(client: httpx.Client) -> None:
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
-        if client.get("/v1/status").json().get("busy") is False:
+        if engine_status(client).busy is False:
             return
         time.sleep(0.02)
     raise RuntimeError("the engine stayed busy for 2 minutes")
@@ -212,33 +218,29 @@ def main() -> int:
         engine = EngineProcess(ws, env, base / "engine.log").start()
         with engine.client() as client:
             client.headers[API_VERSION_HEADER] = str(API_VERSION)
-            conn = client.post(
-                "/v1/opencode/connect",
-                json={
-                    "url": "http://127.0.0.1:9",
-                    "directory": str(base),
-                    "mode": "server",
-                    "shim_version": "bench",
-                    "command": "run",
-                },
-            ).json()
+            connect = calls.connect(
+                ConnectRequest(
+                    "http://127.0.0.1:9", str(base), mode="server", shim_version="bench", command="run"
+                )
+            )
+            conn = sent(client, connect).json()
             if "id" not in conn:
                 raise RuntimeError(f"connect refused: {conn}")
-            client.headers[CONNECTION_HEADER] = conn["id"]
-            client.post("/v1/opencode/chat-message", json={"session": SESSION, "agent": "build"})
+            client.headers[CONNECTION_HEADER] = connect.decode(conn).id
+            sent(client, calls.chat_message(ChatMessageRequest(SESSION, "build")))
             measured = {shape: Measured() for shape in SHAPES}
             step = 0
 
             def send(shape: str | None) -> None:
                 nonlocal step
-                for route, body in call_requests(step, events=shape == "before"):
+                for call in call_requests(step, events=shape == "before"):
                     t0 = time.perf_counter()
-                    response = client.post(route, content=json.dumps(body))
+                    response = sent(client, call)
                     took = (time.perf_counter() - t0) * 1000
                     if response.status_code >= 300:
-                        raise RuntimeError(f"{route}: {response.status_code} {response.text}")
+                        raise RuntimeError(f"{call.path}: {response.status_code} {response.text}")
                     if shape is not None:
-                        measured[shape].acks.setdefault(route, []).append(took)
+                        measured[shape].acks.setdefault(call.path, []).append(took)
                 step += 1
                 time.sleep(args.gap / 1000)
 
@@ -250,12 +252,12 @@ def main() -> int:
                 for shape in list(SHAPES)[block % 2 :] + list(SHAPES)[: block % 2]:
                     wait_idle(client)
                     own0, children0 = engine_cpu_ms(engine.pid)
-                    runs0 = _count(client.get("/v1/status").json())
+                    runs0 = _count(engine_status(client))
                     for _ in range(per_block):
                         send(shape)
                     wait_idle(client)
                     own1, children1 = engine_cpu_ms(engine.pid)
-                    runs1 = _count(client.get("/v1/status").json())
+                    runs1 = _count(engine_status(client))
                     m = measured[shape]
                     m.calls += per_block
                     m.own_ms += own1 - own0
@@ -293,9 +295,8 @@ def main() -> int:
     return 0
 
 
-def _count(status: dict[str, Any]) -> int:
-    journal = status.get("journal") or {}
-    runs = journal.get("runs")
+def _count(status: EngineStatus) -> int:
+    runs = (status.journal or {}).get("runs")
     if not isinstance(runs, int):
         raise RuntimeError("the engine's status has no journal run count")
     return runs

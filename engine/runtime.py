@@ -1,7 +1,8 @@
 """The engine: one workspace's services, built and wired together, and their life cycle.
 
-Each service gets what it needs and nothing more (the parts below, or callables); none of them sees
-the engine. docs/architecture.md draws the parts and how a call flows through them.
+Each service gets what it needs and nothing more (the parts below, or callables), by keyword, and
+only once what it is given exists; none of them sees the engine. docs/architecture.md draws the
+parts and how a call flows through them.
 """
 
 from __future__ import annotations
@@ -16,15 +17,15 @@ from engine.changes.commits import Commits, HeadMemory
 from engine.changes.gate import Gate
 from engine.changes.gitstore import GitError, GitStore
 from engine.changes.history import Changes
+from engine.changes.pending import PendingChanges, when_held
 from engine.changes.recovery import Recovery
 from engine.core.activity import Activity
 from engine.core.background import Background
 from engine.core.bus import EventBus
 from engine.heartbeat.service import Clock, Heartbeat, Opencode
-from engine.hooks.discovery import HookFile
 from engine.hooks.hookrun import HookRunner
 from engine.hooks.protocols import fired_stages, hcp_input
-from engine.hooks.registry import HookRegistry
+from engine.hooks.registry import Fingerprints, HookRegistry, held_back_when_changed
 from engine.hooks.stages import Stages
 from engine.journal.store import Journal
 from engine.opencode.bridge import Bridge
@@ -36,7 +37,7 @@ from engine.opencode.notifier import Notifier
 from engine.opencode.sessions import SessionStore
 from engine.opencode.toolcalls import OpencodeCalls
 from engine.opencode.toolstages import ToolStages
-from engine.protocol.events import EventKind
+from engine.protocol.events import Event, EventKind
 from engine.protocol.records import ConfigChanged, EngineStatus, JSONDict, Notice
 from engine.replay.replayer import Replayer
 from engine.tools.toolbox import Tools
@@ -61,7 +62,12 @@ class Engine:
         warm_start: bool = True,
     ) -> None:
         """`opencode` and `clock` replace the heartbeat's view of opencode and its time (tests);
-        `warm_start=False` never keeps interpreters ready (a one-off command runs few hooks)."""
+        `warm_start=False` never keeps interpreters ready (a one-off command runs few hooks).
+
+        Each service is built after everything it is given, so no callable handed out reaches a
+        service not yet built. Where two services need each other, one of them learns of the other's
+        work from the bus instead (`_listen`): a change held for review is replayed, the heartbeat's
+        timer follows opencode's connections and the configuration."""
         self.workspace = ws = Workspace(root)
         self.env = dict(os.environ if env is None else env)
         self.bus = bus = EventBus()
@@ -78,31 +84,20 @@ class Engine:
         )
         self.activity = Activity()
         self.background = Background(bus, self.activity)
-        git = GitStore(root)
-        self.commits = Commits(
-            git,
-            WorkspaceLock(ws.state_dir / "write.lock"),
-            bus,
-            self.activity,
-            self.warn,
-            gate=Gate(
-                git,
-                lambda: self.config.review,
-                lambda *a: self.changes.hold(*a),
-                self.warn,
-                self.files_changed,
-            ),
-            head=HeadMemory(
-                lambda: self.state.read().get("git_head"), lambda sha: self.state.update({"git_head": sha})
-            ),
-            record=self.record_event,
-        )
-        self.git = self.commits.git
-        self.sessions = SessionStore(self.journal, bus.publish)
         self.warm = WarmStarts(ws.state_dir / "warm") if warm_start else None
+        # What each hook file was when discovered: the registry keeps it, the runner's gate reads it.
+        fingerprints = Fingerprints()
         self.runner = HookRunner(
-            root, self.current_config, self.env, self.journal, bus, self._unapproved, self.warm
+            root=root,
+            config=self.current_config,
+            env=self.env,
+            journal=self.journal,
+            bus=bus,
+            refuse=held_back_when_changed(fingerprints, lambda: self.config.review),
+            warm=self.warm,
         )
+        self.connections = Connections(bus)
+        self.sessions = SessionStore(self.journal, bus.publish)
         self.registry = HookRegistry(
             ws.hooks_dir,
             self.runner.run,
@@ -110,95 +105,77 @@ class Engine:
             self.warn,
             lambda: self.config.hook_protocols,
             self._hcp_discover,
+            fingerprints=fingerprints,
         )
-        self.connections = Connections(bus, self._opencode_count)
+        self.pending = PendingChanges(ws.state_dir / "pending", bus)
+        git = GitStore(root)
+        self.commits = Commits(
+            git=git,
+            lock=WorkspaceLock(ws.state_dir / "write.lock"),
+            bus=bus,
+            activity=self.activity,
+            warn=self.warn,
+            gate=Gate(
+                git=git,
+                review=lambda: self.config.review,
+                hold=self.pending.hold,
+                warn=self.warn,
+                restored=self.files_changed,
+            ),
+            head=HeadMemory(
+                lambda: self.state.read().get("git_head"), lambda sha: self.state.update({"git_head": sha})
+            ),
+            record=self.record_event,
+        )
+        self.git = self.commits.git
         self.stages = Stages(
-            ws,
-            self.registry.hooks_for,
-            self.runner.run,
-            self.sessions.history,
-            self.commits.settle,
-            self.journal,
-            bus,
-            self.activity,
-            self.host_stages,
-            self.registry.protocol_of,
+            workspace=ws,
+            hooks_for=self.registry.hooks_for,
+            run_hook=self.runner.run,
+            history=self.sessions.history,
+            settle=self.commits.settle,
+            journal=self.journal,
+            bus=bus,
+            activity=self.activity,
+            host_stages=self.host_stages,
+            protocol_of=self.registry.protocol_of,
         )
         self.models = ModelMemory(self.current_config, self.state)
         self.notifier = Notifier(
-            self.stages.dispatch,
-            self.sessions,
-            lambda session, text: self.connections.deliver(session, text, self.config.heartbeat_agent),
-            bus,
-            self.warn,
+            dispatch=self.stages.dispatch,
+            sessions=self.sessions,
+            deliver=lambda session, text: self.connections.deliver(
+                session, text, self.config.heartbeat_agent
+            ),
+            bus=bus,
+            warn=self.warn,
         )
         self.followups = Followups(
-            self.notifier.notify, self.connections, self.current_config, self.background, bus
+            notify=self.notifier.notify,
+            connections=self.connections,
+            config=self.current_config,
+            background=self.background,
+            bus=bus,
         )
         self.replays = Replayer(
-            root,
-            self.git,
-            self.journal,
-            self.env,
-            bus.publish,
-            lambda pending_id: self.changes.get(pending_id),
-            ws.state_dir / "replays",
+            root=root,
+            git=self.git,
+            journal=self.journal,
+            env=self.env,
+            publish=bus.publish,
+            pending=self.pending.get,
+            store=ws.state_dir / "replays",
         )
         self.changes = Changes(
-            ws,
-            self.commits,
-            bus,
-            self.activity,
-            self.files_changed,
+            workspace=ws,
+            commits=self.commits,
+            pending=self.pending,
+            bus=bus,
+            activity=self.activity,
+            files_changed=self.files_changed,
             tell=lambda session, message, change: self.notifier.notify(None, [message], [session], change),
             sessions=lambda: [s.info() for s in self.sessions.known()],
             refresh=self.sessions.unfreeze,
-            held=self.replays.held,
-        )
-        self.tools = Tools(
-            ws,
-            self.current_config,
-            self.env,
-            self.registry,
-            self.stages.call_one,
-            self.commits,
-            self.changes.hold,
-            self.notifier.notify,
-            lambda: self.state.read().get("heartbeat_time"),
-            lambda session: found.title if (found := self.sessions.find(session)) else None,
-            self.journal,
-            bus,
-            self.activity,
-        )
-        self.loops = Loops()
-        self.tool_calls = OpencodeCalls(self.journal, bus)
-        self.tool_stages = ToolStages(
-            self.stages.dispatch,
-            self.stages.handled,
-            self.tool_calls,
-            self.loops,
-            self.background,
-            self.tools.preset,
-            self.connections.reply_permission,
-            self._connection_of,
-            lambda session: self.connections.command(self._connection_of(session)),
-        )
-        self.bridge = Bridge(
-            self.stages.dispatch,
-            self.stages.handled,
-            self.sessions,
-            self.models,
-            self.current_config,
-            self.followups,
-            self.background,
-            lambda: ws.read_prompt("compaction"),
-            lambda: self.state.read().get("heartbeat_session"),
-            self.loops,
-            self.tool_stages,
-            self.connections.continue_session,
-            self.connections.abort,
-            self.connections.command,
-            self.warn,
         )
         self.heartbeat = Heartbeat(
             config=self.current_config,
@@ -215,20 +192,88 @@ class Engine:
             opencode=opencode or OpencodeSessions(self.connections),
             clock=clock,
         )
+        self.tools = Tools(
+            workspace=ws,
+            config=self.current_config,
+            env=self.env,
+            registry=self.registry,
+            call_one=self.stages.call_one,
+            commits=self.commits,
+            hold=self.pending.hold,
+            notify=self.notifier.notify,
+            heartbeat_time=lambda: self.state.read().get("heartbeat_time"),
+            session_title=lambda session: found.title if (found := self.sessions.find(session)) else None,
+            journal=self.journal,
+            bus=bus,
+            activity=self.activity,
+            heartbeat=self.heartbeat,
+        )
+        self.loops = Loops()
+        self.tool_calls = OpencodeCalls(self.journal, bus)
+        self.tool_stages = ToolStages(
+            dispatch=self.stages.dispatch,
+            handled=self.stages.handled,
+            calls=self.tool_calls,
+            loops=self.loops,
+            background=self.background,
+            preset=self.tools.preset,
+            reply_permission=self.connections.reply_permission,
+            connection_of=self._connection_of,
+            command_of=lambda session: self.connections.command(self._connection_of(session)),
+        )
+        self.bridge = Bridge(
+            dispatch=self.stages.dispatch,
+            handled=self.stages.handled,
+            sessions=self.sessions,
+            models=self.models,
+            config=self.current_config,
+            followups=self.followups,
+            background=self.background,
+            compaction_prompt=lambda: ws.read_prompt("compaction"),
+            heartbeat_session=lambda: self.state.read().get("heartbeat_session"),
+            loops=self.loops,
+            tools=self.tool_stages,
+            send_continue=self.connections.continue_session,
+            abort=self.connections.abort,
+            command_of=self.connections.command,
+            warn=self.warn,
+        )
         self.recovery = Recovery(
-            ws,
-            self.journal,
-            self.commits,
-            self.changes,
-            self.warn,
-            lambda c: bus.publish(c, EventKind.TOOL_RESULT),
+            workspace=ws,
+            journal=self.journal,
+            commits=self.commits,
+            changes=self.changes,
+            warn=self.warn,
+            publish=lambda c: bus.publish(c, EventKind.TOOL_RESULT),
         )
-        self.tools.heartbeat = self.heartbeat
         self.watcher = Watcher(
-            ws, self.activity, self.reload_config, self.commits.commit_external, self.registry.discover
+            workspace=ws,
+            activity=self.activity,
+            reload_config=self.reload_config,
+            commit_external=self.commits.commit_external,
+            rediscover=self.registry.discover,
         )
+        self._listen(bus)
         self._watching: asyncio.Task[None] | None = None
         self.shutdown_requested = asyncio.Event()
+
+    def _listen(self, bus: EventBus) -> None:
+        """What services learn of each other's work from the bus, once all of them exist."""
+        bus.listen(when_held(self.replays.held))  # replayed at once, so the reviewer sees its effect
+
+        def follow(event: Event) -> None:
+            if event.kind == EventKind.OPENCODE:
+                # The heartbeat's timer runs while some opencode is connected, from when the first came.
+                if self.connections.clients:
+                    self.heartbeat.connected()
+                else:
+                    self.heartbeat.disconnected()
+            elif event.kind == EventKind.CONFIG:
+                self.heartbeat.reschedule()  # heartbeat_ms may have changed
+                if self.warm is not None and not self.config.hook_warm_start:
+                    self.warm.suspend()  # no interpreter kept ready while warm starts are off
+
+        bus.listen(follow)
 
     def current_config(self) -> Config:
         return self.config
@@ -298,36 +343,13 @@ class Engine:
     def request_shutdown(self) -> None:
         self.shutdown_requested.set()
 
-    def _unapproved(self, hook: HookFile, stage: str) -> str | None:
-        """With the review gate, a hook whose file changed since it was discovered does not run: a
-        hook may have rewritten it, unvalidated (engine.gate takes such a change back)."""
-        if (
-            stage == "discover"
-            or self.config.review != "gate"
-            or not self.registry.changed_since_discovery(hook)
-        ):
-            return None
-        return (
-            f"hooks/{hook.name} changed since hooks were discovered; with the review gate it runs "
-            "again once hooks are re-discovered (a change a hook made is held for review first)"
-        )
-
-    def _opencode_count(self, connected: int) -> None:
-        """The heartbeat's timer runs while some opencode is connected, from when the first came."""
-        if connected:
-            self.heartbeat.connected()
-        else:
-            self.heartbeat.disconnected()
-
     def reload_config(self) -> None:
         loaded = load_config(self.workspace.config_file, self.env, base=self.config)
         self.config, self.config_errors, self.config_warnings = loaded.config, loaded.errors, loaded.warnings
         for issue in loaded.errors:
             self.warn("config", f"{issue} (keeping the last good value)")
+        # The heartbeat reschedules and warm starts suspend on this event (`_listen`).
         self.bus.publish(ConfigChanged(self.config.to_dict(), [str(e) for e in loaded.errors]))
-        self.heartbeat.reschedule()  # heartbeat_ms may have changed
-        if self.warm is not None and not self.config.hook_warm_start:
-            self.warm.suspend()  # no interpreter kept ready while warm starts are off
 
     async def files_changed(self, files: list[str]) -> None:
         """Hooks, prompts or config changed by an operator action: re-discover and reload at once."""

@@ -1,5 +1,7 @@
 """The console's only way to the engine: its HTTP API and its event stream (so the console can watch
-an engine on another machine)."""
+an engine on another machine). `send` sends one of the contract's typed calls (engine.protocol.calls)
+and returns its answer as the route's record; `get`, `post` and `request` take a path, for the call
+sites not yet converted to typed calls."""
 
 from __future__ import annotations
 
@@ -11,7 +13,9 @@ from typing import Any
 
 import httpx
 
-from engine.protocol import API_VERSION, API_VERSION_HEADER, Announcement, Event
+from engine.protocol import API_VERSION, API_VERSION_HEADER, Announcement, Event, calls
+from engine.protocol.calls import Call, NotAnAnswer
+from engine.protocol.routes import A
 
 
 class EngineError(RuntimeError):
@@ -57,6 +61,15 @@ class EngineClient:
     async def aclose(self) -> None:
         await self._http.aclose()
 
+    async def send(self, call: Call[A], timeout: float | None = None) -> A:
+        """Send a typed call; its answer as the route's record. EngineGone when the engine does not
+        answer; EngineError when it refuses (its reason) or answers something other than the record."""
+        data = await self.request(call.method, call.path, call.body, timeout, call.query)
+        try:
+            return call.decode(data)
+        except (NotAnAnswer, TypeError, ValueError) as exc:
+            raise EngineError(f"{call.method} {call.path}: an answer the console cannot read: {exc}") from exc
+
     async def request(
         self,
         method: str,
@@ -101,12 +114,10 @@ class EngineClient:
     async def events(self, since: int | None, brief: bool = True) -> AsyncIterator[Event]:
         """Engine events as they happen; with `since`, first the recent ones after that sequence number.
         `brief`: hook runs as summaries (the console fetches a run's details when it is selected)."""
-        params: dict[str, Any] = {"since": since} if since is not None else {}
-        if brief:
-            params["brief"] = 1
+        stream = calls.events(since, brief)
         try:
             async with self._http.stream(
-                "GET", "/v1/events", params=params, timeout=httpx.Timeout(30.0, read=60.0)
+                stream.method, stream.path, params=stream.query, timeout=httpx.Timeout(30.0, read=60.0)
             ) as resp:
                 if resp.status_code != 200:
                     raise EngineError(f"event stream refused: HTTP {resp.status_code}")
@@ -118,7 +129,7 @@ class EngineClient:
                         with contextlib.suppress(ValueError):
                             message = json.loads("\n".join(data))
                             if isinstance(message, dict):
-                                yield Event.from_dict(message)
+                                yield stream.decode(message)
                         data = []
         except httpx.HTTPError as exc:
             raise EngineGone(f"the event stream from {self.target.url} ended ({type(exc).__name__})") from exc

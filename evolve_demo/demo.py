@@ -31,6 +31,8 @@ from typing import Any
 
 import httpx
 
+from engine.cli.client import EngineClient, EngineUnavailable
+from engine.protocol import calls
 from engine.protocol.announcement import Announcement
 
 from . import opencode_setup
@@ -232,11 +234,11 @@ class Demo:
         found = Announcement.read(self.workspace)
         if found is None:
             return False
-        with contextlib.suppress(httpx.HTTPError, ValueError):
-            resp = httpx.get(
-                f"{found.url}/v1/status", headers={"authorization": f"Bearer {found.token}"}, timeout=5
-            )
-            return bool(resp.json().get("opencode"))
+        with (
+            contextlib.suppress(EngineUnavailable),
+            contextlib.closing(EngineClient(found.url, found.token, 5)) as c,
+        ):
+            return bool(c.send(calls.status()).opencode)
         return False
 
     def _chat(self) -> None:
@@ -309,10 +311,11 @@ class Demo:
     def _stop_engine(self) -> None:
         found = Announcement.read(self.workspace)
         if found is not None:
-            with contextlib.suppress(httpx.HTTPError):
-                httpx.post(
-                    f"{found.url}/v1/shutdown", headers={"authorization": f"Bearer {found.token}"}, timeout=5
-                )
+            with (
+                contextlib.suppress(EngineUnavailable),
+                contextlib.closing(EngineClient(found.url, found.token, 5)) as c,
+            ):
+                c.send(calls.shutdown())
         _terminate(self.engine, grace=15)
         # The plugin restarts an engine that died while opencode ran: that one is the demo's too.
         if found is not None and (self.engine is None or found.pid != self.engine.pid):

@@ -1,6 +1,6 @@
-"""What every route of the API shares: bearer-token authentication, the API version check, the
-request body limit, reading request bodies and query parameters, answers that always encode, and
-errors that become clean JSON answers."""
+"""What every route of the API shares: bearer-token authentication, the API version check, serving a
+route of the contract, the request body limit, reading request bodies and the declared query
+parameters, answers that always encode, and errors that become clean JSON answers."""
 
 from __future__ import annotations
 
@@ -19,6 +19,9 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from engine import __version__
 from engine.core import strictjson
 from engine.protocol.api import API_VERSION, API_VERSION_HEADER
+from engine.protocol.records import Record
+from engine.protocol.routes import Param
+from engine.protocol.routes import Route as ContractRoute
 
 log = logging.getLogger("evolve.api")
 Handler = Callable[[Request], Awaitable[Response]]
@@ -94,7 +97,8 @@ class TokenAuth:
 
 
 class Router:
-    """Collects routes; a handler's ApiError becomes its status and message, any other exception a 500."""
+    """Serves the routes of the contract (protocol.routes); a handler's ApiError becomes its status
+    and message, any other exception a 500."""
 
     def __init__(self, body_limit: Callable[[], int] | None = None) -> None:
         """`body_limit()`: the largest request body `body()` reads, in bytes (none when None)."""
@@ -102,10 +106,14 @@ class Router:
         self._body_limit = body_limit
         self.served: Counter[str] = Counter()  # "METHOD /route/{param}" -> requests answered
 
-    def add(self, path: str, *methods: str) -> Callable[[Handler], Handler]:
+    def serve(self, route: ContractRoute[Any]) -> Callable[[Handler], Handler]:
+        """Register the handler of a declared route (each route is served once)."""
+        if any(route.path == r.path and route.method in (r.methods or ()) for r in self.routes):
+            raise ValueError(f"{route.key} is served twice")
+
         def deco(fn: Handler) -> Handler:
             async def endpoint(request: Request) -> Response:
-                self.served[f"{request.method} {path}"] += 1
+                self.served[f"{request.method} {route.path}"] += 1
                 if self._body_limit is not None:
                     request.scope[_BODY_LIMIT] = self._body_limit()
                 try:
@@ -114,13 +122,18 @@ class Router:
                     headers = {"retry-after": str(exc.retry_after)} if exc.retry_after is not None else None
                     return JSONResponse({**exc.details, "error": exc.message}, exc.status, headers)
                 except Exception as exc:  # an API call must answer, never kill the server
-                    log.exception("%s %s failed", request.method, path)
+                    log.exception("%s %s failed", request.method, route.path)
                     return JSONResponse({"error": f"internal error: {type(exc).__name__}: {exc}"}, 500)
 
-            self.routes.append(Route(path, endpoint, methods=list(methods)))
+            self.routes.append(Route(route.path, endpoint, methods=[route.method]))
             return fn
 
         return deco
+
+
+def answer(record: Record, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    """A record as the answer."""
+    return JSONResponse(record.to_dict(), status, headers)
 
 
 async def read_body(request: Request) -> bytes:
@@ -182,24 +195,32 @@ def opt_int(data: dict[str, Any], key: str, default: int, minimum: int = 0, maxi
     return value
 
 
-def int_param(request: Request, key: str, default: int, maximum: int = 10_000) -> int:
-    raw = request.query_params.get(key)
-    if raw is None:
-        return default
-    try:
-        return max(0, min(int(raw), maximum))
-    except ValueError:
-        raise ApiError(400, f"query parameter {key!r} must be an integer") from None
+def query(request: Request, route: ContractRoute[Any]) -> dict[str, Any]:
+    """The route's declared query parameters (protocol.routes.Param), each as its kind, or its default
+    when absent; a 400 naming a parameter that does not parse or is required and missing."""
+    return {p.name: _param(request, p) for p in route.query}
 
 
-def float_param(request: Request, key: str) -> float | None:
-    raw = request.query_params.get(key)
+def _param(request: Request, param: Param) -> Any:
+    raw = request.query_params.get(param.name)
     if raw is None:
-        return None
-    try:
-        return float(raw)
-    except ValueError:
-        raise ApiError(400, f"query parameter {key!r} must be a number") from None
+        if param.required:
+            raise ApiError(400, f"query parameter {param.name!r} is required: {param.doc}")
+        return param.default
+    if param.kind is bool:
+        return raw.lower() in ("1", "true", "yes")
+    if param.kind is int:
+        try:
+            value = int(raw)
+        except ValueError:
+            raise ApiError(400, f"query parameter {param.name!r} must be an integer") from None
+        return value if param.maximum is None else max(0, min(value, param.maximum))
+    if param.kind is float:
+        try:
+            return float(raw)
+        except ValueError:
+            raise ApiError(400, f"query parameter {param.name!r} must be a number") from None
+    return raw
 
 
 def sse(data: dict[str, Any]) -> bytes:

@@ -42,6 +42,7 @@ class HeadMemory:
 class Commits:
     def __init__(
         self,
+        *,
         git: GitStore,
         lock: WorkspaceLock,
         bus: EventBus,

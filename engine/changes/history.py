@@ -5,43 +5,34 @@ came from and whether it was reviewed, approvals (git notes), reverts (new commi
 from __future__ import annotations
 
 import asyncio
-import hashlib
-import json
+import difflib
 import os
 import stat
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 
 from engine.changes.commits import Commits
+from engine.changes.errors import ChangeError as ChangeError  # where its callers catch it
 from engine.changes.gitstore import Commit, GitError, RevertConflict
+from engine.changes.pending import PendingChanges, sha256
 from engine.changes.provenance import PROVENANCE_REF, decode
-from engine.core import strictjson
 from engine.core.activity import Activity
 from engine.core.bus import EventBus
 from engine.protocol.records import (
     Change,
+    ChangeDiff,
     FileAtChange,
+    Impact,
     PendingChange,
+    PendingReview,
     Provenance,
+    Reverted,
     ReviewRecorded,
     SessionInfo,
-    new_id,
 )
-from engine.tools.host import CallContext
 from engine.workspace.layout import Workspace, write_atomic
-
-
-class ChangeError(RuntimeError):
-    """An operator action that cannot be done; the message says why and what to do. `details` is
-    what a program needs to act on it (e.g. the later commits that a revert conflicts with)."""
-
-    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
-        super().__init__(message)
-        self.details = details or {}
-
 
 REVIEWED_AREAS = ("hooks/", "prompts/", "config/", "tests/")
 """Where a change alters what the agent is: an agent's or a hook's change there needs a review."""
@@ -68,34 +59,45 @@ def installed_at(change: Change) -> float:
     return change.time + 1.0
 
 
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
+def lines_of(text: str) -> list[str]:
+    """The lines of `text` as git counts them (split at "\n" only), each with its line end."""
+    parts = text.split("\n")
+    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
+
+
+def unified_diff(before: str, after: str, file: str) -> str:
+    """`before` to `after` as git shows it, a last line without a newline marked as git marks it (or
+    it would run into the next line)."""
+    return "".join(
+        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
+        for line in difflib.unified_diff(lines_of(before), lines_of(after), f"a/{file}", f"b/{file}")
+    )
 
 
 class Changes:
     def __init__(
         self,
+        *,
         workspace: Workspace,
         commits: Commits,
+        pending: PendingChanges,
         bus: EventBus,
         activity: Activity,
         files_changed: Callable[[list[str]], Awaitable[None]],
         tell: Callable[[str, str, str], Awaitable[object]],
         sessions: Callable[[], list[SessionInfo]],
         refresh: Callable[[str], bool],
-        held: Callable[[PendingChange], None] | None = None,
     ) -> None:
         self._workspace = workspace
         self._commits = commits
         self._git = commits.git
+        self._pending = pending  # the changes held for review
         self._bus = bus
         self._activity = activity
         self._files_changed = files_changed  # hooks, prompts or config changed: reload them
         self._tell = tell  # (session, message, change): a notification to the session behind a change
         self._sessions = sessions  # the sessions the engine knows
         self._refresh = refresh  # drop a session's frozen prompt: its next request composes one anew
-        self._held = held  # a change was held for review (it is replayed for the reviewer)
-        self.dir = workspace.state_dir / "pending"
 
     # ---- history ----------------------------------------------------------------------------
 
@@ -141,13 +143,13 @@ class Changes:
         return changes
 
     def change(self, rev: str) -> Change:
-        sha = self._resolve(rev)
+        sha = self.resolve(rev)
         found = next((c for c in self.history(1000) if c.sha == sha), None)
         if found is None:
             raise ChangeError(f"commit {sha[:10]} is older than the 1,000 newest; look at it with git")
         return found
 
-    def impact(self, rev: str) -> dict[str, Any]:
+    def impact(self, rev: str) -> Impact:
         """What reverting a change would touch: the sessions whose frozen system prompt was composed
         while this version was installed (they keep sending it until refreshed), the later commits
         that touch the same files (a revert of this one alone may conflict with them), and the
@@ -165,22 +167,26 @@ class Changes:
         ]
         affected = [s for s in frozen if until is None or (s.frozen_at or 0.0) < until]
         listed = {s.id for s in affected}
-        return {
-            "sha": change.sha,
-            "sessions": [replace(s, history=None).to_dict() for s in affected],
-            "later": [by_sha[s].to_dict() if s in by_sha else {"sha": s} for s in later],
-            "later_sessions": [replace(s, history=None).to_dict() for s in frozen if s.id not in listed],
-        }
+        return Impact(
+            change.sha,
+            [replace(s, history=None) for s in affected],
+            [by_sha[s].to_dict() if s in by_sha else {"sha": s} for s in later],
+            [replace(s, history=None) for s in frozen if s.id not in listed],
+        )
 
-    def diff(self, rev: str) -> dict[str, Any]:
-        sha = self._resolve(rev)
+    def diff(self, rev: str) -> ChangeDiff:
+        sha = self.resolve(rev)
         text, truncated = self._git.show_diff(sha)
-        return {"sha": sha, "diff": text, "truncated": truncated}
+        return ChangeDiff(sha, text, truncated)
+
+    def log(self, limit: int = 100) -> list[dict[str, object]]:
+        """The newest `limit` commits as git has them: sha, time, message, trailers, files."""
+        return self._git.log(limit)
 
     def file(self, rev: str, path: str, old_path: str | None = None, limit: int = 2_000_000) -> FileAtChange:
         """`path` as commit `rev` left it and (as `old_path`, for a rename) as it was before, each
         cut at `limit` characters; for a binary file, only that it is binary."""
-        sha = self._resolve(rev)
+        sha = self.resolve(rev)
         old_path = old_path or path
         before, after = self._git.file_versions(sha, path, old_path)
         if before is None and after is None:
@@ -196,7 +202,8 @@ class Changes:
                 setattr(found, side, text[:limit])
         return found
 
-    def _resolve(self, rev: str) -> str:
+    def resolve(self, rev: str) -> str:
+        """The commit `rev` names; ChangeError when there is none."""
         try:
             sha = self._git.resolve(rev)
         except GitError:
@@ -205,11 +212,12 @@ class Changes:
             raise ChangeError(f"no commit {rev!r} in {self._workspace.root}")
         return sha
 
-    async def approve(self, rev: str, who: str = "operator") -> dict[str, Any]:
+    async def approve(self, rev: str, who: str = "operator") -> ReviewRecorded:
         change = self.change(rev)
         note = f"approved by {who} at {time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime())}"
         await asyncio.to_thread(self._git.add_review, change.sha, note)
-        self._bus.publish(ReviewRecorded(change.sha, note))
+        recorded = ReviewRecorded(change.sha, note)
+        self._bus.publish(recorded)
         # Approving a reverted change records a judgement; the change stays undone, and the agent
         # must not take the approval for its return.
         still = f"; it stays reverted by {change.reverted_by[:10]}" if change.reverted_by else ""
@@ -218,11 +226,11 @@ class Changes:
             f'The operator approved your change "{change.subject}" ({change.sha[:10]}){still}.',
             change.sha,
         )
-        return {"sha": change.sha, "review": note}
+        return recorded
 
     async def revert(
         self, rev: str, who: str = "operator", refresh: list[str] | None = None, together: bool = False
-    ) -> dict[str, Any]:
+    ) -> Reverted:
         """Undo the change with a new commit (history is never rewritten). `together`: also undo the
         later commits that touch the same files, in the same commit. `refresh`: sessions whose
         frozen prompt to drop afterwards."""
@@ -265,7 +273,7 @@ class Changes:
             f"{commit.sha[:10]}: {', '.join(change.files)} are back to their earlier version.",
             commit.sha,
         )
-        return {"sha": commit.sha, "reverted": shas, "files": list(commit.files), "refreshed": refreshed}
+        return Reverted(commit.sha, shas, list(commit.files), refreshed)
 
     async def _tell_author(self, provenance: Provenance | None, message: str, change: str) -> None:
         """Let the session that made a change know what became of it (a notification)."""
@@ -274,64 +282,23 @@ class Changes:
 
     # ---- review gate ------------------------------------------------------------------------
 
-    def hold(
-        self,
-        rel: str,
-        old: bytes,
-        new: str,
-        message: str,
-        ctx: CallContext,
-        hook: str | None,
-        provenance: Provenance | None = None,
-    ) -> PendingChange:
-        pending = PendingChange(
-            id=new_id("chg"),
-            file=rel,
-            content=new,
-            base_sha256=sha256(old),
-            message=message,
-            tool=ctx.tool,
-            session=ctx.session,
-            call_id=ctx.call_id,
-            hook=hook,
-            created_at=time.time(),
-            provenance=provenance,
-        )
-        self._save(pending)
-        self._bus.publish(pending.summary())
-        if self._held is not None:
-            self._held(pending)
-        return pending
-
-    def _save(self, pending: PendingChange) -> None:
-        write_atomic(
-            # strictjson: a content with unpaired surrogates (bytes that are not UTF-8) is kept, escaped
-            self.dir / f"{pending.id}.json",
-            strictjson.dumps(pending.to_dict()).encode(),
-        )
-
     def pending(self, include_decided: bool = False) -> list[PendingChange]:
-        items: list[PendingChange] = []
-        if not self.dir.is_dir():
-            return items
-        for path in sorted(self.dir.glob("*.json")):
-            try:
-                data = json.loads(path.read_text(encoding="utf-8"))
-                item = PendingChange.from_dict(data)
-            except (OSError, ValueError, TypeError):
-                continue
-            if include_decided or item.status == "pending":
-                items.append(item)
-        return items
+        return self._pending.listed(include_decided)
 
     def get(self, pending_id: str) -> PendingChange:
-        path = self.dir / f"{os.path.basename(pending_id)}.json"
-        try:
-            return PendingChange.from_dict(json.loads(path.read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError):
-            raise ChangeError(f"no pending change {pending_id!r}") from None
+        return self._pending.get(pending_id)
 
-    async def approve_pending(self, pending_id: str, who: str = "operator") -> dict[str, Any]:
+    def review(self, pending_id: str) -> PendingReview:
+        """A pending change with its content and its diff against the file as it is now."""
+        item = self.get(pending_id)
+        try:
+            before = (self._workspace.root / item.file).read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            before = ""
+        diff = unified_diff(before, item.content or "", item.file)
+        return PendingReview.from_dict({**item.to_dict(), "diff": diff})
+
+    async def approve_pending(self, pending_id: str, who: str = "operator") -> PendingChange:
         item = self.get(pending_id)
         if item.status != "pending":
             raise ChangeError(f"change {pending_id} was already {item.status}")
@@ -347,7 +314,7 @@ class Changes:
                     item.note = (
                         f"{item.file} changed after the agent proposed this; ask it to redo the change"
                     )
-                    self._save(item)
+                    self._pending.save(item)
                     raise ChangeError(item.note)
                 commit = await self._apply(item, who)
             if commit is not None:
@@ -362,7 +329,7 @@ class Changes:
             f'The operator approved your proposed change "{item.message}" to {item.file}{installed}.',
             commit.sha if commit else item.id,
         )
-        return item.summary().to_dict()
+        return item.summary()
 
     async def finish_approval(self, item: PendingChange, who: str) -> None:
         """Complete an approval that wrote the file and stopped before its commit (the engine died).
@@ -403,18 +370,18 @@ class Changes:
         )
         item.status, item.decided_at = "approved", time.time()
         item.commit = commit.sha if commit else None
-        self._save(item)
+        self._pending.save(item)
         return commit
 
     async def reject_pending(
         self, pending_id: str, who: str = "operator", reason: str | None = None
-    ) -> dict[str, Any]:
+    ) -> PendingChange:
         item = self.get(pending_id)
         if item.status != "pending":
             raise ChangeError(f"change {pending_id} was already {item.status}")
         item.status, item.decided_at = "rejected", time.time()
         item.note = f"rejected by {who}" + (f": {reason}" if reason else "")
-        self._save(item)
+        self._pending.save(item)
         self._bus.publish(item.summary())
         because = f" because: {reason}" if reason else ""
         await self._tell_author(
@@ -423,4 +390,4 @@ class Changes:
             "It was not installed.",
             item.id,
         )
-        return item.summary().to_dict()
+        return item.summary()

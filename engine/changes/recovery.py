@@ -36,6 +36,7 @@ INTERRUPTED = "interrupted: the engine stopped during this call"
 class Recovery:
     def __init__(
         self,
+        *,
         workspace: Workspace,
         journal: Journal | None,
         commits: Commits,

@@ -1,14 +1,18 @@
-"""The command line's client for a running engine's HTTP API (the console has its own, asynchronous
-one). The address and token come from the workspace's announcement, or are given."""
+"""The command line's transport to a running engine's HTTP API: it sends the contract's typed calls
+(`engine.protocol.calls`) synchronously and returns their answers as records; the console has the
+asynchronous one. The address and token come from the workspace's announcement, or are given."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import httpx
 
 from engine.protocol.api import API_VERSION, API_VERSION_HEADER
+from engine.protocol.calls import Call, NotAnAnswer
+from engine.protocol.routes import A
 from engine.service import running
 
 
@@ -34,12 +38,31 @@ class EngineClient:
     def close(self) -> None:
         self._http.close()
 
-    def request(self, method: str, path: str, json: Any = None, timeout: float | None = None) -> Any:
+    def send(self, call: Call[A], timeout: float | None = None) -> A:
+        """Send a typed call; its answer as the route's record. EngineUnavailable when the engine does
+        not answer, refuses (the engine's reason), or answers something else than the record."""
+        data = self.request(call.method, call.path, json=call.body, timeout=timeout, params=call.query)
         try:
-            if timeout is None:
-                resp = self._http.request(method, path, json=json)
-            else:
-                resp = self._http.request(method, path, json=json, timeout=timeout)
+            return call.decode(data)
+        except (NotAnAnswer, TypeError, ValueError) as exc:
+            raise EngineUnavailable(
+                f"engine {call.method} {call.path}: an answer it cannot read: {exc}"
+            ) from exc
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        json: Any = None,
+        timeout: float | None = None,
+        params: Mapping[str, str] | None = None,
+    ) -> Any:
+        """One request; the answer's JSON (an object, unless the engine misbehaves)."""
+        kwargs: dict[str, Any] = {"json": json, "params": dict(params or {})}
+        if timeout is not None:
+            kwargs["timeout"] = timeout
+        try:
+            resp = self._http.request(method, path, **kwargs)
         except httpx.HTTPError as exc:
             raise EngineUnavailable(f"the engine at {self.url} did not answer: {exc}") from exc
         try:
@@ -47,13 +70,6 @@ class EngineClient:
         except ValueError:
             data = {"error": resp.text[:500]}
         if resp.status_code >= 400:
-            raise EngineUnavailable(
-                f"engine {method} {path}: HTTP {resp.status_code}: {data.get('error', data)}"
-            )
+            message = data.get("error", data) if isinstance(data, dict) else data
+            raise EngineUnavailable(f"engine {method} {path}: HTTP {resp.status_code}: {message}")
         return data
-
-    def get(self, path: str) -> Any:
-        return self.request("GET", path)
-
-    def post(self, path: str, json: Any = None, timeout: float | None = None) -> Any:
-        return self.request("POST", path, json=json or {}, timeout=timeout)

@@ -35,6 +35,44 @@ def _fingerprint(path: Path) -> tuple[int, int, int] | None:
     return st.st_ino, st.st_size, st.st_mtime_ns
 
 
+class Fingerprints:
+    """What each hook file was when hooks were last discovered (inode, size, mtime): the review gate
+    runs no hook whose file changed since. Apart from the registry, so that the hook runner (through
+    which the registry runs `discover`) can be given it before the registry exists."""
+
+    def __init__(self) -> None:
+        self._known: dict[str, tuple[int, int, int] | None] = {}
+
+    @staticmethod
+    def of(hooks: list[HookFile]) -> dict[str, tuple[int, int, int] | None]:
+        return {h.name: _fingerprint(h.path) for h in hooks}
+
+    def remember(self, found: dict[str, tuple[int, int, int] | None]) -> None:
+        self._known = found
+
+    def changed(self, hook: HookFile) -> bool:
+        """Whether the hook's file is not what it was when hooks were last discovered."""
+        return _fingerprint(hook.path) != self._known.get(hook.name)
+
+
+def held_back_when_changed(
+    fingerprints: Fingerprints, review: Callable[[], str]
+) -> Callable[[HookFile, str], str | None]:
+    """The hook runner's `refuse`: with the review gate, a hook whose file changed since it was
+    discovered does not run (a hook may have rewritten it, unvalidated: engine.changes.gate takes such
+    a change back)."""
+
+    def refuse(hook: HookFile, stage: str) -> str | None:
+        if stage == "discover" or review() != "gate" or not fingerprints.changed(hook):
+            return None
+        return (
+            f"hooks/{hook.name} changed since hooks were discovered; with the review gate it runs "
+            "again once hooks are re-discovered (a change a hook made is held for review first)"
+        )
+
+    return refuse
+
+
 def hook_info(reg: Registration) -> HookInfo:
     return HookInfo(
         file=reg.file.name,
@@ -61,6 +99,8 @@ class HookRegistry:
         warn: Callable[[str, str], None],
         protocols: Callable[[], Mapping[str, str]] = dict,
         hcp_discover: Callable[[], dict[str, Any]] = lambda: dict(LEGACY_DISCOVER),
+        *,
+        fingerprints: Fingerprints | None = None,
     ) -> None:
         self.hooks_dir = hooks_dir
         self._run_hook = run_hook
@@ -72,19 +112,17 @@ class HookRegistry:
         self.hooks: list[HookFile] = []
         self.skipped: list[Skipped] = []
         self.registrations: dict[str, Registration] = {}  # by hook file name, in discovery order
-        # What each hook file was when it was last discovered (inode, size, mtime): the review gate
-        # runs no hook whose file changed since.
-        self._fingerprints: dict[str, tuple[int, int, int] | None] = {}
+        self.fingerprints = fingerprints or Fingerprints()
         self._handled: list[str] = []  # handled(), set by discover: the shim asks with every request
 
     async def discover(self) -> HooksDiscovered:
         """Scan hooks/ and run `discover` on every hook in parallel (registration order stays the
         discovery order)."""
         hooks, skipped = scan_hooks(self.hooks_dir)
-        fingerprints = {h.name: _fingerprint(h.path) for h in hooks}
+        fingerprints = Fingerprints.of(hooks)
         configured = dict(self._protocols())
         regs = await asyncio.gather(*(self._discover_one(h, configured) for h in hooks))
-        self._fingerprints = fingerprints
+        self.fingerprints.remember(fingerprints)
         self.hooks, self.skipped = hooks, skipped
         self.registrations = {r.file.name: r for r in regs}
         self._known = {r.file.name: r.protocol for r in regs}
@@ -130,7 +168,7 @@ class HookRegistry:
 
     def changed_since_discovery(self, hook: HookFile) -> bool:
         """Whether the hook's file is not what it was when hooks were last discovered."""
-        return _fingerprint(hook.path) != self._fingerprints.get(hook.name)
+        return self.fingerprints.changed(hook)
 
     def infos(self) -> list[HookInfo]:
         return [hook_info(r) for r in self.registrations.values()]

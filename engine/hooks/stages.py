@@ -24,6 +24,7 @@ Settle = Callable[[str, "str | None", float], None]
 class Stages:
     def __init__(
         self,
+        *,
         workspace: Workspace,
         hooks_for: Callable[[str], Sequence[Target]],
         run_hook: RunHook,
@@ -69,6 +70,14 @@ class Stages:
         if settle:
             self._settle(stage, session, result.started_at)
         return result
+
+    def runs_of(self, result: StageResult) -> list[HookRun]:
+        """The records of a dispatch's runs, in its order, as far as the journal has them (flush it
+        first for a dispatch that just ended); none without a journal."""
+        if self._journal is None:
+            return []
+        by_id = {r.id: r for r in self._journal.runs(dispatch_id=result.id, limit=10_000)}
+        return [by_id[i] for i in result.runs if i in by_id]
 
     def handled(self, stage: str) -> bool:
         """Whether some hook runs for `stage` (a stage nobody handles is not dispatched at all)."""

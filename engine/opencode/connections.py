@@ -22,11 +22,11 @@ MISSES_SILENT = 3  # checks in a row without an answer in time, before it is dro
 
 
 class Connections:
-    """`on_count` is told the number of connections whenever it changes."""
+    """The opencode processes connected through the shim. Each connection and each goodbye is an
+    `opencode` event on the bus (the heartbeat's timer follows them)."""
 
-    def __init__(self, bus: EventBus, on_count: Callable[[int], None] = lambda n: None) -> None:
+    def __init__(self, bus: EventBus) -> None:
         self._bus = bus
-        self._on_count = on_count
         self.clients: dict[str, OpencodeClient] = {}
         self._commands: dict[str, str | None] = {}  # every connection's opencode subcommand, also gone ones
         self._misses: dict[str, int] = {}
@@ -80,7 +80,6 @@ class Connections:
         self.clients[conn.id] = OpencodeClient(conn)
         self._commands[conn.id] = command
         self._bus.publish(OpencodeChanged("connected", conn.info()))
-        self._on_count(len(self.clients))
         return conn
 
     async def disconnect(self, conn_id: str, reason: str | None = None) -> None:
@@ -90,7 +89,6 @@ class Connections:
         if client is not None:
             await client.close()
             self._bus.publish(OpencodeChanged("disconnected", client.conn.info(), reason))
-            self._on_count(len(self.clients))
 
     def offered(self, conn_id: str, tools: list[dict[str, Any]]) -> None:
         """The tools (opencode's own and evolve's) opencode offers the model through this connection."""

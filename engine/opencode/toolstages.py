@@ -41,6 +41,7 @@ class Seen:
 class ToolStages:
     def __init__(
         self,
+        *,
         dispatch: Dispatch,
         handled: Callable[[str], bool],
         calls: OpencodeCalls,

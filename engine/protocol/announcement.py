@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from .api import API_VERSION_HEADER
+from .routes import HEALTH
 
 ANNOUNCEMENT = Path("state") / "engine.json"
 """Where the announcement lives, relative to the workspace."""
@@ -71,7 +72,7 @@ class Announcement:
     def health(self, timeout: float = 2.0) -> dict[str, Any] | None:
         """The engine's `/v1/health` answer, or None when it does not answer as this engine."""
         request = urllib.request.Request(
-            f"{self.url}/v1/health",
+            f"{self.url}{HEALTH.path}",
             headers={"authorization": f"Bearer {self.token}", API_VERSION_HEADER: str(self.api)},
         )
         # The engine listens on loopback: a proxy from the environment must not be asked.

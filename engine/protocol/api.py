@@ -1,12 +1,15 @@
-"""The HTTP API's version, the header that carries it, and the routes the opencode plugin calls.
+"""The HTTP API's version, the headers of the contract, and the routes the opencode plugin calls
+(`routes.ROUTES` declares every route).
 
-The shim (`shim/evolve.js`) cannot import Python: it repeats the version and these routes, and a test
+The shim (`shim/evolve.js`) cannot import Python: it repeats the version and its routes, and a test
 checks that its copies match these.
 """
 
 from __future__ import annotations
 
 from typing import Final
+
+from .routes import ROUTES
 
 API_VERSION: Final = 2
 """Raised whenever a route, a request body or an answer changes incompatibly."""
@@ -18,24 +21,11 @@ HANDLED_HEADER: Final = "x-evolve-handled"
 """On every answer to the shim: the stages some hook runs for, comma-separated, so that the shim awaits
 a tool stage only when a hook handles it (and learns of a re-discovery with its next request)."""
 
-SHIM_ROUTES: Final = (
-    "/v1/health",
-    "/v1/tools",
-    "/v1/tools/{name}/permission",
-    "/v1/tools/{name}/call",
-    "/v1/opencode/connect",
-    "/v1/opencode/disconnect",
-    "/v1/opencode/system",
-    "/v1/opencode/chat-message",
-    "/v1/opencode/tool-before",
-    "/v1/opencode/tool-after",
-    "/v1/opencode/compacting",
-    "/v1/opencode/before-turn",
-    "/v1/opencode/assistant",
-    "/v1/opencode/event",
-    "/v1/opencode/tools-offered",
-)
-"""Every route the shim calls; the engine serves each of them."""
+SHIM_ROUTES: Final = tuple(dict.fromkeys(r.path for r in ROUTES if r.shim))
+"""Every route the shim calls (those of the contract marked `shim`); the engine serves each of them."""
+
+CONNECTION_HEADER: Final = "x-evolve-connection"
+"""The shim's connection id (the `id` of `POST /v1/opencode/connect`'s answer), on every later call."""
 
 BRIEF_RUN_FIELDS: Final = (
     "id",

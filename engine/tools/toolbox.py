@@ -27,7 +27,15 @@ from engine.hooks.discovery import HookFile, HookTool
 from engine.hooks.registry import HookRegistry
 from engine.journal.store import Journal
 from engine.protocol.events import EventKind
-from engine.protocol.records import HookRun, PendingChange, Provenance, ToolCall, ValidationRun, new_id
+from engine.protocol.records import (
+    HookRun,
+    PendingChange,
+    Provenance,
+    ToolCall,
+    ToolSpecInfo,
+    ValidationRun,
+    new_id,
+)
 from engine.protocol.stages import HookProtocol
 from engine.tools.builtins import BUILTINS, HEARTBEAT_BUILTINS, dumps_result
 from engine.tools.host import CallContext, EditFailed, HeartbeatControl, ToolFailed
@@ -52,23 +60,25 @@ class ToolSpec:
     origin: str  # "builtin" or the hook file name
     permission: dict[str, Any] | None = None  # {"arg": ...} spec, for display
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "name": self.name,
-            "description": self.description,
-            "parameters": self.schema,
-            "origin": self.origin,
-            "permission": self.permission,
+    def info(self) -> ToolSpecInfo:
+        return ToolSpecInfo(
+            self.name,
+            self.description,
+            self.schema,
+            self.origin,
+            self.permission,
             # Whether a call asks opencode's permission system first (every hook tool does).
-            "asks": self.origin != "builtin"
-            or self.permission is not None
-            or self.name == "evolve_tool_invoke",
-        }
+            asks=self.origin != "builtin" or self.permission is not None or self.name == "evolve_tool_invoke",
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return self.info().to_dict()
 
 
 class Tools:
     def __init__(
         self,
+        *,
         workspace: Workspace,
         config: Callable[[], Config],
         env: Mapping[str, str],
@@ -82,7 +92,10 @@ class Tools:
         journal: Journal | None,
         bus: EventBus,
         activity: Activity,
+        heartbeat: HeartbeatControl | None = None,
     ) -> None:
+        """`heartbeat`: what hcp's heartbeat tools control (none: they say it lives in the running
+        engine)."""
         self.workspace = workspace
         self._config = config
         self._env = env
@@ -98,7 +111,7 @@ class Tools:
         self._activity = activity
         # call id -> the result a before_tool hook gave for that call: the tool does not run.
         self._presets: dict[str, str] = {}
-        self.heartbeat: HeartbeatControl | None = None  # set by the engine once its heartbeat exists
+        self.heartbeat = heartbeat
 
     # ---- what the agent sees ----------------------------------------------------------------
 

@@ -172,8 +172,8 @@ def test_review_states_tell_apart_what_needs_a_look(ws: Path) -> None:
         assert engine.changes.change(edit.sha).state == "approved"
         result = await engine.changes.revert(edit.sha)
         reverted = engine.changes.change(edit.sha)
-        assert reverted.state == "reverted" and reverted.reverted_by == result["sha"]
-        revert = engine.changes.change(result["sha"])
+        assert reverted.state == "reverted" and reverted.reverted_by == result.sha
+        revert = engine.changes.change(result.sha)
         assert revert.reverts == edit.sha and revert.origin == "operator" and revert.state == "none"
 
     with_engine(ws, body)
@@ -198,10 +198,10 @@ def test_impact_lists_sessions_frozen_under_that_version_and_later_changes(ws: P
         await asyncio.sleep(1.1)
         await engine.bridge.request_system("ses_after", ["opencode"])
         impact = engine.changes.impact(str(first.commit))
-        assert [s["id"] for s in impact["sessions"]] == ["ses_during"]
-        assert [c["sha"] for c in impact["later"]] == [second.commit]
+        assert [s.id for s in impact.sessions] == ["ses_during"]
+        assert [c["sha"] for c in impact.later] == [second.commit]
         # Frozen under the later version: a revert together undoes that one too.
-        assert [s["id"] for s in impact["later_sessions"]] == ["ses_after"]
+        assert [s.id for s in impact.later_sessions] == ["ses_after"]
 
     with_engine(ws, body)
 
@@ -225,9 +225,9 @@ def test_a_conflicting_revert_names_the_later_changes_and_together_undoes_them_i
         assert engine.git.head() == head and engine.git.dirty_files() == []  # nothing changed
 
         result = await engine.changes.revert(str(first.commit), together=True)
-        assert result["reverted"] == [second.commit, first.commit]
+        assert result.reverted == [second.commit, first.commit]
         assert "plainly and briefly" in (ws / "prompts" / "chat.md").read_text()
-        assert engine.git.head() == result["sha"]
+        assert engine.git.head() == result.sha
         log = subprocess.run(
             ["git", "-C", str(ws), "log", "--format=%s", "-3"], capture_output=True, text=True
         )
@@ -244,7 +244,7 @@ def test_a_revert_refreshes_the_sessions_it_is_asked_to(ws: Path) -> None:
         frozen_x = engine.sessions.frozen("ses_x")
         assert frozen_x is not None and "plainly, with care" in "".join(frozen_x)
         result = await engine.changes.revert(str(change.commit), refresh=["ses_x", "ses_unknown"])
-        assert result["refreshed"] == ["ses_x"]
+        assert result.refreshed == ["ses_x"]
         assert engine.sessions.frozen("ses_x") is None and engine.sessions.frozen("ses_y") is not None
         recomposed = await engine.bridge.request_system("ses_x", ["opencode"])
         assert recomposed is not None and "plainly and briefly" in "".join(recomposed)

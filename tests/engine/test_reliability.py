@@ -21,7 +21,8 @@ from typing import Any
 import httpx
 import pytest
 
-from engine.api import build_app, operator_routes
+from engine.api import build_app
+from engine.api import runs as run_routes
 from engine.changes.gitstore import GitStore
 from engine.journal.store import Journal
 from engine.protocol.events import Event
@@ -152,7 +153,7 @@ def test_under_the_gate_a_hook_rewriting_a_hook_is_held_and_not_used(tmp_path: P
     assert ["notes.txt"] in got["committed"]  # the rest of what hooks changed is committed as usual
     assert any(f"held for review as pending change {held.id}" in w for w in got["warnings"])
     # Once an operator approves it, it is committed (origin hook) and used.
-    assert got["approved"]["status"] == "approved"
+    assert got["approved"].status == "approved"
     assert got["head"]["trailers"]["origin"] == "hook"
     assert got["head"]["trailers"]["approved-by"] == "operator"
     assert got["later"] == {"system": ["NEW"]}
@@ -335,7 +336,7 @@ def test_a_listing_whose_journal_is_stuck_answers_503_not_500(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     ws = make_ws(tmp_path)
-    monkeypatch.setattr(operator_routes, "FLUSH_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(run_routes, "FLUSH_TIMEOUT_S", 0.5)
 
     async def body(engine: Engine, events: list[Event]) -> httpx.Response:
         app = build_app(engine, "t")

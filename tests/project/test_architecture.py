@@ -182,6 +182,61 @@ def test_the_wire_contract_imports_only_the_standard_library() -> None:
     assert {t for t in graph("engine")["engine"] if top(t) not in STDLIB} == set()
 
 
+def test_the_api_never_sees_the_engine() -> None:
+    """Each route module (engine/api/) gets the few services it needs, never the Engine."""
+    crossing = {
+        (module, target)
+        for module, targets in graph("engine").items()
+        if module == "engine.api" or module.startswith("engine.api.")
+        for target in targets
+        if target == "engine.runtime" or target.startswith("engine.runtime.")
+    }
+    assert crossing == set()
+
+
+def test_the_engine_is_assembled_in_order() -> None:
+    """In Engine.__init__, what a service is given (a lambda, a bound method of the engine) reaches
+    only services already built, and nothing is set on a service after it is built: the dependencies
+    between services form no hidden cycle (one that needs the bus is broken there)."""
+    tree = ast.parse((REPO / "engine" / "runtime.py").read_text(encoding="utf-8"))
+    engine = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Engine")
+    methods = {n.name: n for n in engine.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+    def own(node: ast.AST) -> list[str]:
+        """The attributes of the engine a piece of code names (`self.x`)."""
+        return [
+            n.attr
+            for n in ast.walk(node)
+            if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "self"
+        ]
+
+    def reach(name: str, seen: set[str]) -> set[str]:
+        """The attributes a name leads to: itself, or for a method everything its body reaches."""
+        if name not in methods:
+            return {name}
+        if name in seen:
+            return set()
+        seen.add(name)
+        return set().union(*(reach(a, seen) for a in own(methods[name])))
+
+    built: set[str] = set()
+    problems = []
+    for statement in methods["__init__"].body:
+        targets = statement.targets if isinstance(statement, ast.Assign) else []
+        if isinstance(statement, ast.AnnAssign):
+            targets = [statement.target]
+        assigned = {t.attr for t in targets if isinstance(t, ast.Attribute) and isinstance(t.value, ast.Name)}
+        if any(isinstance(t, ast.Attribute) and not isinstance(t.value, ast.Name) for t in targets):
+            problems.append(f"line {statement.lineno}: sets an attribute of a service after building it")
+        used = own(statement.value) if isinstance(statement, (ast.Assign, ast.AnnAssign, ast.Expr)) else []
+        for name in used:
+            early = reach(name, set()) - built - assigned
+            if early and not (name in assigned and name not in methods):
+                problems.append(f"line {statement.lineno}: self.{name} reaches {sorted(early)}, built later")
+        built |= assigned
+    assert problems == []
+
+
 PROBE = """
 import json, sys
 from engine.cli.main import main

@@ -8,25 +8,25 @@ from collections.abc import AsyncIterator
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
-from engine.api.http import ApiError, Router, sse
+from engine.api.http import Router, query, sse
+from engine.core.bus import EventBus
+from engine.protocol import routes
 from engine.protocol.api import BRIEF_RUN_FIELDS
 from engine.protocol.events import Event, EventKind
-from engine.runtime import Engine
 
 KEEP_ALIVE_S = 15.0
 
 
-def add_events_route(router: Router, engine: Engine) -> None:
-    @router.add("/v1/events", "GET")
+def add_events_route(router: Router, bus: EventBus, stopping: asyncio.Event) -> None:
+    """`stopping`: set when the engine stops, which ends every stream."""
+
+    @router.serve(routes.EVENTS)
     async def events(request: Request) -> Response:
-        raw_since = request.query_params.get("since")
-        try:
-            since = int(raw_since) if raw_since is not None else -1  # -1: no backlog, live only
-        except ValueError:
-            raise ApiError(400, "query parameter 'since' must be an integer") from None
-        brief = request.query_params.get("brief") in ("1", "true", "yes")
-        sub = engine.bus.subscribe()
-        backlog = [e for e in engine.bus.recent if since >= 0 and e.seq > since]
+        wanted = query(request, routes.EVENTS)
+        since: int = wanted["since"]  # -1 (the default): no backlog, live only
+        brief: bool = wanted["brief"]
+        sub = bus.subscribe()
+        backlog = [e for e in bus.recent if since >= 0 and e.seq > since]
 
         def encode(e: Event) -> bytes:
             data = e.to_dict()
@@ -36,7 +36,7 @@ def add_events_route(router: Router, engine: Engine) -> None:
             return sse(data)
 
         async def stream() -> AsyncIterator[bytes]:
-            stopping = asyncio.ensure_future(engine.shutdown_requested.wait())
+            ending = asyncio.ensure_future(stopping.wait())
             getting: asyncio.Future[Event] | None = None
             try:
                 yield b": evolve event stream\n\n"
@@ -46,9 +46,9 @@ def add_events_route(router: Router, engine: Engine) -> None:
                 while True:
                     getting = asyncio.ensure_future(sub.get())
                     done, _ = await asyncio.wait(
-                        {getting, stopping}, timeout=KEEP_ALIVE_S, return_when=asyncio.FIRST_COMPLETED
+                        {getting, ending}, timeout=KEEP_ALIVE_S, return_when=asyncio.FIRST_COMPLETED
                     )
-                    if stopping in done:  # the engine is stopping: end the stream now
+                    if ending in done:  # the engine is stopping: end the stream now
                         getting.cancel()
                         return
                     if getting not in done:
@@ -63,7 +63,7 @@ def add_events_route(router: Router, engine: Engine) -> None:
             finally:
                 # Closed mid-wait (the client went away, the engine stops): no task may be left
                 # pending, or the event loop complains when it is collected.
-                stopping.cancel()
+                ending.cancel()
                 if getting is not None:
                     getting.cancel()
                 sub.close()

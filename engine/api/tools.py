@@ -1,0 +1,58 @@
+"""Evolve's tools: the list the plugin registers, what a call asks opencode's permission system, and
+a call (from the agent through the plugin, or from the command line)."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from engine.api.http import ApiError, Router, body, opt_obj, opt_str
+from engine.api.shapes import history_of
+from engine.api.shim import Shim
+from engine.protocol import routes
+from engine.protocol.records import PermissionAnswer, ToolList
+from engine.tools.toolbox import Tools
+
+
+class Turns(Protocol):
+    """What a call needs of the agent's turns (engine.opencode.bridge.Bridge)."""
+
+    def take_history(self, session: str | None, history: list[dict[str, Any]] | None) -> None: ...
+    def turn_context(self, session: str | None, context: dict[str, Any] | None) -> dict[str, Any] | None: ...
+
+
+def add_tool_routes(router: Router, shim: Shim, tools: Tools, turns: Turns) -> None:
+    @router.serve(routes.TOOLS)
+    async def listed(request: Request) -> Response:
+        return shim.answer(ToolList([s.info() for s in tools.specs()]))
+
+    @router.serve(routes.TOOL_PERMISSION)
+    async def permission(request: Request) -> Response:
+        data = await body(request)
+        args = opt_obj(data, "args") or {}
+        ask = tools.permission_request(request.path_params["name"], args, opt_str(data, "call_id"))
+        return shim.answer(PermissionAnswer(ask))
+
+    @router.serve(routes.TOOL_CALL)
+    async def call(request: Request) -> Response:
+        data = await body(request)
+        args = opt_obj(data, "args")
+        session = shim.session(request, data)
+        turns.take_history(session, history_of(data))
+        context = data.get("context")
+        if context is not None and not isinstance(context, dict):
+            raise ApiError(400, "'context' must be an object: {text, reasoning}")
+        result = await tools.call(
+            request.path_params["name"],
+            args,
+            session=session,
+            call_id=opt_str(data, "call_id"),
+            origin=opt_str(data, "origin") or "tool",
+            context=turns.turn_context(session, context),
+            permission=opt_str(data, "permission"),
+            refused=opt_str(data, "refused"),
+            turn=opt_str(data, "turn"),
+        )
+        return shim.answer(result)

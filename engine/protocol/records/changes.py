@@ -1,0 +1,241 @@
+"""Changes to the workspace: commits as the operator sees them, why each was made (provenance and
+the test behind it), changes held for review."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from .base import JSONDict, Record, known_fields
+from .sessions import SessionInfo
+
+
+@dataclass
+class Evidence(Record):
+    """What was checked before a hook change was installed: the hook's test, run against it."""
+
+    test: str  # the test script, relative to tests/
+    command: str  # what was run
+    ok: bool
+    exit_code: int | None
+    duration_ms: float
+    output_tail: str  # the last lines of its output
+    passed: int | None = None  # counts, when the test printed them in a common form
+    failed: int | None = None
+    total: int | None = None
+
+
+@dataclass
+class Provenance(Record):
+    """Why and how a change was made, recorded when it was made: the session and what the agent said
+    in that turn up to the tool call, the call itself, and the validation behind it."""
+
+    tool: str | None
+    args: JSONDict
+    session: str | None = None
+    session_title: str | None = None
+    call_id: str | None = None
+    agent_text: str = ""  # the assistant's text in that turn, up to the call
+    reasoning: str = ""  # its reasoning, where the provider sends it
+    validation: Evidence | None = None
+    at: float = 0.0
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> Provenance:
+        known = known_fields(cls, data)
+        evidence = known.get("validation")
+        known["validation"] = Evidence.from_dict(evidence) if isinstance(evidence, dict) else None
+        return cls(**known)
+
+
+@dataclass
+class CommitInfo(Record):
+    """A commit the engine just made."""
+
+    sha: str
+    message: str
+    files: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Change(Record):
+    """A commit of the workspace's history as the operator sees it: who made it and its review."""
+
+    sha: str
+    time: int
+    message: str
+    subject: str
+    trailers: dict[str, str]  # Evolve-* trailers, keys lower-cased without the prefix
+    files: list[str]
+    origin: str  # agent, operator, heartbeat, hook, external, initial, or manual
+    review: str | None = None  # the review note, when the change was approved
+    # unreviewed (an agent's or a hook's change to hooks, prompts or config, not yet looked at),
+    # approved, reverted, or none (needs no review: initial, external, operator, data only)
+    state: str = "none"
+    reverted_by: str | None = None  # the commit that undid it
+    reverts: str | None = None  # the commit it undoes
+    provenance: Provenance | None = None
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> Change:
+        known = known_fields(cls, data)
+        found = known.get("provenance")
+        known["provenance"] = Provenance.from_dict(found) if isinstance(found, dict) else None
+        return cls(**known)
+
+
+@dataclass
+class FileAtChange(Record):
+    """One file as a commit left it and as it was just before (`GET /v1/changes/{rev}/file`)."""
+
+    sha: str  # the commit
+    path: str  # the file after the commit
+    old_path: str  # and before it (another path for a rename)
+    content: str | None  # after the commit; None when the commit deleted the file (or it is binary)
+    before: str | None  # in the commit's first parent; None when the commit created it (or it is binary)
+    binary: bool = False  # either side holds a NUL byte: no content is given
+    truncated: bool = False  # a side was cut at 2,000,000 characters
+
+
+@dataclass
+class PendingChange(Record):
+    """An agent's change held for review (`"review": "gate"`)."""
+
+    id: str
+    file: str  # workspace-relative, e.g. "hooks/notes.py"
+    base_sha256: str  # the file's content when the change was made; approval refuses if it moved
+    message: str
+    tool: str | None
+    session: str | None
+    call_id: str | None
+    hook: str | None
+    created_at: float
+    content: str | None = None  # the proposed content (left out of listings)
+    status: str = "pending"  # pending | approved | rejected | stale
+    decided_at: float | None = None
+    commit: str | None = None
+    note: str | None = None
+    provenance: Provenance | None = None
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> PendingChange:
+        known = known_fields(cls, data)
+        found = known.get("provenance")
+        known["provenance"] = Provenance.from_dict(found) if isinstance(found, dict) else None
+        return cls(**known)
+
+    def summary(self) -> PendingChange:
+        """The same change without its content (for listings and events)."""
+        return replace(self, content=None)
+
+
+@dataclass
+class ReviewRecorded(Record):
+    sha: str
+    review: str
+
+
+# ---- what the API takes and answers about them ---------------------------------------------------
+
+
+@dataclass
+class LoggedCommit(Record):
+    """A commit of the workspace's history as git has it (`GET /v1/commits`)."""
+
+    sha: str
+    time: int
+    message: str
+    trailers: dict[str, str] = field(default_factory=dict)
+    files: list[str] = field(default_factory=list)
+
+
+@dataclass
+class CommitLog(Record):
+    commits: list[LoggedCommit] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> CommitLog:
+        return cls([LoggedCommit.from_dict(c) for c in data.get("commits") or []])
+
+
+@dataclass
+class ChangeList(Record):
+    """`GET /v1/changes`: the history, newest first, and the changes held for review (without their
+    content, decided ones included)."""
+
+    changes: list[Change] = field(default_factory=list)
+    pending: list[PendingChange] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> ChangeList:
+        return cls(
+            [Change.from_dict(c) for c in data.get("changes") or []],
+            [PendingChange.from_dict(p) for p in data.get("pending") or []],
+        )
+
+
+@dataclass
+class Impact(Record):
+    """What reverting a change would touch: the sessions (without history) that froze their prompt
+    while it was installed, the later changes to the same files (a `Change` as a dict, or only its
+    `sha` when it is older than the history listed), and the sessions frozen while one of those was."""
+
+    sha: str
+    sessions: list[SessionInfo] = field(default_factory=list)
+    later: list[JSONDict] = field(default_factory=list)
+    later_sessions: list[SessionInfo] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> Impact:
+        return cls(
+            str(data.get("sha") or ""),
+            [SessionInfo.from_dict(s) for s in data.get("sessions") or []],
+            [c for c in data.get("later") or [] if isinstance(c, dict)],
+            [SessionInfo.from_dict(s) for s in data.get("later_sessions") or []],
+        )
+
+
+@dataclass
+class ChangeDiff(Record):
+    """A commit's patch, cut at 2,000,000 characters."""
+
+    sha: str
+    diff: str
+    truncated: bool = False
+
+
+@dataclass
+class Decision(Record):
+    """An operator's approval or rejection: who (`by`, "operator" when not given) and, for a
+    rejection, why."""
+
+    by: str | None = None
+    reason: str | None = None
+
+
+@dataclass
+class RevertRequest(Record):
+    by: str | None = None
+    refresh: list[str] = field(default_factory=list)  # sessions whose frozen prompt to drop afterwards
+    together: bool = False  # also undo the later changes to the same files, in the same commit
+
+
+@dataclass
+class Reverted(Record):
+    sha: str  # the new commit
+    reverted: list[str] = field(default_factory=list)  # the commits it undoes, newest first
+    files: list[str] = field(default_factory=list)
+    refreshed: list[str] = field(default_factory=list)  # the sessions whose frozen prompt was dropped
+
+
+@dataclass
+class PendingReview(PendingChange):
+    """A pending change with its content and its diff against the file as it is now."""
+
+    diff: str = ""
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> PendingReview:
+        known = known_fields(cls, data)
+        found = known.get("provenance")
+        known["provenance"] = Provenance.from_dict(found) if isinstance(found, dict) else None
+        return cls(**known)
