@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from engine import strictjson
+from engine.core import strictjson
 from engine.journal.store import SCHEMA_VERSION, Journal
 from engine.protocol.records import HookRun, StageResult, ToolCall
 from tests.support.waiting import wait_for

@@ -107,8 +107,8 @@ def test_a_synthetic_message_does_not_change_the_sessions_agent(tmp_path: Path) 
 def test_only_the_most_recently_active_histories_stay_in_memory(tmp_path: Path, monkeypatch: Any) -> None:
     """Histories are large and replaced on every request: the engine keeps the newest few in memory
     and reads the others back from the journal, whole, when they are asked for."""
-    from engine import sessions as sessions_module
     from engine.journal.store import Journal
+    from engine.opencode import sessions as sessions_module
     from engine.opencode.sessions import SessionStore
 
     monkeypatch.setattr(sessions_module, "HISTORIES_KEPT", 2)

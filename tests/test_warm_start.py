@@ -26,9 +26,9 @@ from typing import Any, TypeVar
 
 import pytest
 
-from engine import warmstart
 from engine.hooks.runner import execute, run_process
 from engine.protocol.records import HookRun, new_id
+from engine.warm import starts as warmstart
 from engine.warm.starts import WarmProcess, WarmStarts, python_interpreter
 from tests.support.processes import PROC, pid_alive, wait_gone
 from tests.support.warm import WarmLoop

@@ -373,7 +373,7 @@ def test_read_prompts_sees_a_rewrite_of_the_same_size_in_the_same_instant(tmp_pa
 
 def test_the_prompts_kept_between_reads_are_bounded(tmp_path: Path) -> None:
     """Replays read the prompts of many throwaway copies: what is kept of them does not grow."""
-    from engine import workspace
+    from engine.workspace import layout as workspace
 
     for n in range(workspace.PROMPTS_KEPT):
         copy = tmp_path / f"copy{n}"
