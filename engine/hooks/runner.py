@@ -44,7 +44,7 @@ class _OutputTooLarge(Exception):
 
 class Started(Protocol):
     """A started process, as ended here: an `asyncio.subprocess.Process`, or a hook forked warm
-    (engine.warmstart.WarmProcess)."""
+    (engine.warm.process.WarmProcess)."""
 
     @property
     def pid(self) -> int: ...
@@ -137,7 +137,7 @@ class _Capture:
 
 
 class _Outputs:
-    """A warm run's stdout and stderr as its pipes deliver them (an engine.warmstart.OutputSink),
+    """A warm run's stdout and stderr as its pipes deliver them (an engine.warm.process.OutputSink),
     each bounded as a _Capture, with a way for the supervisor to sleep until something happens."""
 
     def __init__(self, stdout_limit: int, fail_over: bool, stderr_limit: int) -> None:
@@ -217,7 +217,7 @@ async def run_process(
     A process is judged by its own exit: when it exits but something it started still holds its
     pipes, those are given a moment and then killed, without turning the run into a timeout.
     With `warm`, a Python hook (`argv` = its path and the stage) is forked from a ready interpreter
-    when one is (engine.warmstart); otherwise, and whenever that fails, it starts as always.
+    when one is (engine.warm.starts); otherwise, and whenever that fails, it starts as always.
     """
     done = Finished()
     tag = f"{os.getpid()}-{next(_run_numbers)}"
