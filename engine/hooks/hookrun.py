@@ -1,5 +1,5 @@
 """Running one hook for one stage the way the engine records it: announced when it starts, executed
-(engine.runner), journaled, and published when it ends."""
+(engine.hooks.runner), journaled, and published when it ends."""
 
 from __future__ import annotations
 
