@@ -40,7 +40,7 @@ def shim_file() -> Path:
         installed = None
     if isinstance(installed, Path) and installed.is_file():
         return installed.resolve()
-    checkout = Path(__file__).resolve().parent.parent / "shim" / "evolve.js"
+    checkout = Path(__file__).resolve().parents[2] / "shim" / "evolve.js"
     if checkout.is_file():
         return checkout
     raise InstallError(
