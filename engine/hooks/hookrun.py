@@ -1,5 +1,5 @@
 """Running one hook for one stage the way the engine records it: announced when it starts, executed
-(engine.runner), journaled, and published when it ends."""
+(engine.hooks.runner), journaled, and published when it ends."""
 
 from __future__ import annotations
 
@@ -18,6 +18,29 @@ from engine.warm.starts import WarmStarts
 from engine.workspace.config import Config
 
 log = logging.getLogger("evolve")
+
+
+def new_run(
+    hook: HookFile,
+    stage: str,
+    payload: dict[str, Any],
+    session: str | None,
+    dispatch_id: str | None,
+    *,
+    id_prefix: str = "run",
+) -> HookRun:
+    """The record of a run of `hook` for `stage` that starts now, before it runs: the one builder
+    of the engine's runs and of a replay's (whose ids start `rpl`, so that they are never taken for
+    journaled ones)."""
+    return HookRun(
+        id=new_id(id_prefix),
+        stage=stage,
+        hook=hook.name,
+        started_at=time.time(),
+        input=payload,
+        session=session,
+        dispatch_id=dispatch_id,
+    )
 
 
 class HookRunner:
@@ -49,15 +72,7 @@ class HookRunner:
         session: str | None,
         dispatch_id: str | None,
     ) -> HookRun:
-        run = HookRun(
-            id=new_id("run"),
-            stage=stage,
-            hook=hook.name,
-            started_at=time.time(),
-            input=payload,
-            session=session,
-            dispatch_id=dispatch_id,
-        )
+        run = new_run(hook, stage, payload, session, dispatch_id)
         self._bus.publish(RunStarted(run.id, stage, hook.name, session))
         refused = self._refuse(hook, stage) if self._refuse is not None else None
         if refused is not None:

@@ -1,91 +1,37 @@
 """What happens in the engine when opencode (through the shim) reports something or asks for
 something: system prompts, history, finished assistant responses, compaction, session events. Tool
-calls and permissions are engine.toolstages'.
+calls and permissions are engine.opencode.toolstages'.
 
 The shim forwards; this module decides. What opencode need not wait for (a finished response, a
 session event) is accepted at once and done in the background; a `continue` that comes of it is sent
 to opencode by the engine itself.
+
+`Bridge` (here) is what the API calls; the LLM requests are `requests`' (the system prompt,
+before_turn), the finished responses `responses`' (observe_message, after_turn, on_error, idle,
+before_stop, the `continue`), and how the engine reads opencode's messages `messages`'.
 """
 
 from __future__ import annotations
 
-import logging
-from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from engine.core.background import Background
-from engine.hooks.protocols import SYSTEM_APPEND
 from engine.opencode.followups import Followups
-from engine.opencode.loops import Loops, add_tokens
+from engine.opencode.loops import Loops
+from engine.opencode.messages import history_entry
 from engine.opencode.models import ModelMemory
+from engine.opencode.requests import Requests, SystemAnswer
+from engine.opencode.responses import Abort, Dispatch, Responses, SendContinue
 from engine.opencode.sessions import SessionStore
 from engine.opencode.toolstages import ToolStages
-from engine.protocol.opencode import ABORTED_ERROR, OWN_AGENTS, own_call_kind
-from engine.protocol.records import StageResult
-from engine.protocol.stages import Stage
 from engine.workspace.config import Config
-
-log = logging.getLogger("evolve.bridge")
-
-Dispatch = Callable[..., Coroutine[Any, Any, StageResult]]
-SendContinue = Callable[[str, str, "str | None", "dict[str, str] | None", "str | None"], Awaitable[None]]
-Abort = Callable[[str, "str | None"], Awaitable[None]]
-
-
-def history_entry(message: dict[str, Any]) -> dict[str, Any]:
-    """`{role, agent, parts}` from opencode's `{info, parts}`: the history hooks receive."""
-    info = message.get("info") or {}
-    return {"role": info.get("role"), "agent": info.get("agent"), "parts": message.get("parts") or []}
-
-
-def response_context(parts: list[dict[str, Any]]) -> tuple[str, list[dict[str, Any]], str]:
-    """thinking, tool calls and answer of one assistant response."""
-    thinking = "\n".join(p.get("text", "") for p in parts if p.get("type") == "reasoning" and p.get("text"))
-    calls = [p for p in parts if p.get("type") == "tool"]
-    answer = "\n".join(p.get("text", "") for p in parts if p.get("type") == "text" and p.get("text"))
-    return thinking, calls, answer
-
-
-def last_user_text(history: list[Any]) -> str:
-    """The text of the last user message of a history (hcp's `user` of mutate_request)."""
-    for entry in reversed(history):
-        if isinstance(entry, dict) and entry.get("role") == "user":
-            parts = entry.get("parts") or []
-            return "\n".join(
-                p["text"]
-                for p in parts
-                if isinstance(p, dict) and p.get("type") == "text" and isinstance(p.get("text"), str)
-            )
-    return ""
-
-
-def model_name(model: object) -> str | None:
-    """`provider/model` from opencode's model object (`{providerID, id}` or `{providerID, modelID}`)."""
-    if not isinstance(model, dict):
-        return None
-    provider, name = model.get("providerID"), model.get("modelID") or model.get("id")
-    return f"{provider}/{name}" if isinstance(provider, str) and isinstance(name, str) else None
-
-
-def _strings(value: object) -> list[str] | None:
-    if isinstance(value, list) and value and all(isinstance(s, str) for s in value):
-        return list(value)
-    return None
-
-
-@dataclass
-class SystemAnswer:
-    """What the shim does with an LLM request's system prompt: `system` replaces opencode's (None
-    keeps it), `cacheable` lets the shim keep it for the session, `cancel` (a text) skips the call."""
-
-    system: list[str] | None
-    reason: str
-    cacheable: bool = False
-    cancel: str | None = None
 
 
 class Bridge:
+    """The engine's side of opencode's hooks and events. The LLM requests are `Requests`', the
+    finished responses `Responses`'; the rest (sessions, user messages, compaction, events) is here."""
+
     def __init__(
         self,
         dispatch: Dispatch,
@@ -105,21 +51,27 @@ class Bridge:
         warn: Callable[[str, str], None],
     ) -> None:
         self._dispatch = dispatch
-        self._handled = handled
         self._sessions = sessions
         self._models = models
-        self._config = config
-        self._followups = followups
-        self._background = background
         self._compaction_prompt = compaction_prompt
-        self._heartbeat_session = heartbeat_session
         self._loops = loops
         self.tools = tools
-        self._send_continue = send_continue
-        self._abort = abort
         self._command_of = command_of
-        self._warn = warn
-        self._observed: set[str] = set()  # assistant message ids already handled
+        self._requests = Requests(dispatch, handled, sessions, heartbeat_session, loops)
+        self._responses = Responses(
+            dispatch,
+            handled,
+            sessions,
+            models,
+            config,
+            followups,
+            background,
+            loops,
+            send_continue,
+            abort,
+            self.command,
+            warn,
+        )
 
     def seen(self, session: str | None, connection: str | None) -> None:
         """A request about `session` came through the opencode connection `connection`."""
@@ -152,7 +104,7 @@ class Bridge:
         found = self._sessions.find(session) if session else None
         return self._command_of(found.connection if found else None)
 
-    # ---- system prompts ---------------------------------------------------------------------------
+    # ---- LLM requests (Requests) -----------------------------------------------------------------
 
     async def system(
         self,
@@ -164,25 +116,14 @@ class Bridge:
         turn: str | None = None,
     ) -> SystemAnswer:
         """The system prompt for an LLM request, and why. `turn`: the user message it is for."""
-        if not session:
-            return SystemAnswer(None, "no session id")
-        kind = own_call_kind(system)
-        if kind:
-            return SystemAnswer(None, f"{kind} call keeps opencode's prompt")
-        answer = await self.compose(session, system, model=model, tools=tools, turn=turn)
-        if answer.cancel is not None or answer.system is None:
-            return answer
-        # A frozen prompt never changes, so the shim may keep it; not the heartbeat session's,
-        # which each tick seeds anew.
-        answer.cacheable = session != self._heartbeat_session()
-        return answer
+        return await self._requests.system(session, system, model=model, tools=tools, turn=turn)
 
     async def request_system(
         self, session: str, system: list[str], turn: str | None = None
     ) -> list[str] | None:
         """The session's frozen prompt, or mutate_request's answer, frozen if non-empty. None means:
         keep opencode's own (docs/hooks.md, "mutate_request")."""
-        return (await self.compose(session, system, turn=turn)).system
+        return await self._requests.request_system(session, system, turn=turn)
 
     async def compose(
         self,
@@ -193,66 +134,12 @@ class Bridge:
         tools: list[str] | None = None,
         turn: str | None = None,
     ) -> SystemAnswer:
-        """The frozen prompt, or mutate_request: a `system` that replaces opencode's (every
-        opencode-evolve answer, hcp's with `system_mode: replace`), then the parts appended after it
-        (hcp's default); frozen when there is any. A `cancel` skips this request, freezing nothing."""
-        frozen = self._sessions.frozen(session)
-        if frozen is not None:
-            return SystemAnswer(frozen, "frozen")
-        known = self._sessions.get(session)
-        hcp: dict[str, Any] = {
-            "session": {"id": session},
-            "system": "\n".join(system),
-            "user": last_user_text(self._sessions.history(session)),
-            "model": model_name(model) or model_name(known.model),
-        }
-        if tools is not None:
-            hcp["tools"] = tools
-        result = await self._dispatch(
-            "mutate_request",
-            {"session": {"id": session}, "system": system},
-            session=session,
-            hcp_context=hcp,
-            turn=turn,
-        )
-        merged = result.merged
-        cancel = merged.get("cancel")
-        if isinstance(cancel, str) and cancel:
-            text = merged.get("result")
-            return SystemAnswer(
-                None, "cancelled by the hooks", cancel=text if isinstance(text, str) and text else cancel
-            )
-        replace, append = _strings(merged.get("system")), _strings(merged.get(SYSTEM_APPEND))
-        if replace is None and append is None:
-            return SystemAnswer(None, "hooks abstained")
-        composed = (replace or list(system)) + (append or [])
-        self._sessions.freeze(session, composed)
-        return SystemAnswer(composed, "frozen")
+        """The frozen prompt, or mutate_request's (Requests.compose)."""
+        return await self._requests.compose(session, system, model=model, tools=tools, turn=turn)
 
     async def before_turn(self, session: str, tools: list[str] | None) -> dict[str, Any]:
-        """hcp's before_turn, before each LLM round trip of the agent (opencode's compaction calls
-        excluded): `{"system": [...]}`, parts the shim adds to this request's system prompt only, or
-        `{"skip": text}`, which ends the loop with that text (opencode lets a plugin skip a request
-        only by failing it)."""
-        history = self._sessions.history(session)
-        if _compaction_request(history) or not self._handled(Stage.BEFORE_TURN):
-            return {}
-        context: dict[str, Any] = {
-            "session": {"id": session},
-            "turn": self._loops.turn(session),
-            "history": history,
-        }
-        if tools is not None:
-            context["tools"] = tools
-        merged = (await self._dispatch("before_turn", None, session=session, hcp_context=context)).merged
-        skip = merged.get("skip")
-        if isinstance(skip, str) and skip:
-            return {"skip": skip}
-        system = merged.get("system")
-        if isinstance(system, str) and system:
-            system = [system]
-        parts = _strings(system)
-        return {"system": parts} if parts else {}
+        """hcp's before_turn, before each LLM round trip of the agent (Requests.before_turn)."""
+        return await self._requests.before_turn(session, tools)
 
     # ---- user messages, compaction ---------------------------------------------------------------
 
@@ -289,179 +176,18 @@ class Bridge:
             return answer
         return default or None
 
-    # ---- finished responses ----------------------------------------------------------------------
+    # ---- finished responses (Responses) ----------------------------------------------------------
 
     def accept_assistant(self, session: str, message: dict[str, Any], parts: list[dict[str, Any]]) -> None:
         """A finished response, accepted at once: its stages run in the background, so opencode (and
         its exit) never waits for them."""
-        self._background.spawn(self.assistant_finished(session, message, parts), "observe_message", busy=True)
+        self._responses.accept(session, message, parts)
 
     async def assistant_finished(
         self, session: str, message: dict[str, Any], parts: list[dict[str, Any]]
     ) -> dict[str, Any] | None:
-        """observe_message; then, when the response made no tool calls (the loop stops), idle
-        (opencode-evolve) and before_stop (hcp); on_error for a failed response. A `continue` is sent
-        to the session as a new turn. Returns that continue (`{"text", "agent", "model"}`), or None."""
-        message_id = str(message.get("id") or "")
-        if message_id and message_id in self._observed:
-            return None
-        if message_id:
-            self._observed.add(message_id)
-        self._count_tokens(session, message)
-        if message.get("summary") or message.get("agent") in OWN_AGENTS:
-            return None  # opencode's own summary or title, not the agent's answer
-        self._loops.response_finished(session, message.get("tokens"))
-        agent = message.get("agent") or self._sessions.get(session).agent
-        if agent in OWN_AGENTS:
-            agent = None
-        if agent:
-            self._sessions.update(session, agent=agent)
-        thinking, calls, answer = response_context(parts)
-        turn = message.get("turn") if isinstance(message.get("turn"), str) else None
-        observed = await self._dispatch(
-            "observe_message",
-            {
-                "session": {"id": session, "agent": agent},
-                "thinking": thinking,
-                "calls": calls,
-                "answer": answer,
-            },
-            session=session,
-            turn=turn,
-        )
-        self._followups.after_result(observed.merged, source=session)
-        if self._handled(Stage.AFTER_TURN):
-            stopped = await self._after_turn(session, message, thinking, calls, answer, turn)
-            if stopped:
-                return None
-        error = message.get("error") if isinstance(message.get("error"), dict) else None
-        if error is not None and error.get("name") != ABORTED_ERROR:
-            self._on_error(session, error)
-        if calls:
-            return None
-        texts = []
-        idle = await self._dispatch(
-            "idle", {"session": {"id": session, "agent": agent}, "answer": answer}, session=session, turn=turn
-        )
-        texts.append(idle.merged.get("continue"))
-        final = self.command(session) == "run"
-        if self._handled(Stage.BEFORE_STOP):
-            stop = await self._dispatch(
-                "before_stop",
-                None,
-                session=session,
-                turn=turn,
-                hcp_context={
-                    "session": {"id": session, "agent": agent},
-                    "transcript": self._sessions.history(session),
-                    "exit_reason": _exit_reason(error),
-                    "error": _error_text(error) if error else None,
-                    "usage": self._loops.usage(session),
-                    "final": final,
-                    "turn": self._loops.last_turn(session),
-                    "answer": answer,
-                },
-            )
-            texts.append(stop.merged.get("continue"))
-        text = "\n".join(t for t in texts if isinstance(t, str) and t)
-        if not text:
-            return None
-        follow = {
-            "text": text,
-            "agent": agent or self._config().heartbeat_agent,
-            "model": self._models.current(),
-        }
-        await self._continue(session, follow, final)
-        return follow
-
-    async def _after_turn(
-        self,
-        session: str,
-        message: dict[str, Any],
-        thinking: str,
-        calls: list[dict[str, Any]],
-        answer: str,
-        turn: str | None,
-    ) -> bool:
-        """hcp's after_turn, once the response is finished (opencode has no hook between a response
-        and the loop's next step). A `stop` while the loop goes on (the response called tools) stops
-        it by cancelling the session's turn, as the user's cancel does. Returns whether it stopped."""
-        tool_calls = [
-            {"id": c.get("callID"), "name": c.get("tool"), "args": (c.get("state") or {}).get("input")}
-            for c in calls
-        ]
-        assistant: dict[str, Any] = {"text": answer, "tool_calls": tool_calls}
-        if thinking:
-            assistant["reasoning"] = thinking
-        tokens = message.get("tokens")
-        usage: dict[str, int] = {}
-        if isinstance(tokens, dict):
-            add_tokens(usage, tokens)
-        result = await self._dispatch(
-            "after_turn",
-            None,
-            session=session,
-            turn=turn,
-            hcp_context={
-                "session": {"id": session},
-                "turn": self._loops.last_turn(session),
-                "assistant": assistant,
-                "usage": usage,
-            },
-        )
-        stop = result.merged.get("stop")
-        if not (isinstance(stop, str) and stop and calls):
-            return False
-        found = self._sessions.find(session)
-        try:
-            await self._abort(session, found.connection if found else None)
-        except Exception as exc:
-            self._warn("after_turn", f"stopping {session} failed: {exc}")
-            return False
-        return True
-
-    async def _continue(self, session: str, follow: dict[str, Any], final: bool) -> None:
-        if final:
-            # `opencode run` leaves its loop a few ms after a response ends and has no server to
-            # take a later prompt: the new turn cannot happen in that process.
-            self._warn(
-                "continue",
-                f"idle continue for {session} came after opencode finished the turn; under `opencode run` "
-                "it cannot start a new turn in this process (it does under serve and the TUI)",
-            )
-            return
-        found = self._sessions.find(session)
-        try:
-            await self._send_continue(
-                session, follow["text"], follow["agent"], follow["model"], found.connection if found else None
-            )
-        except Exception as exc:
-            self._warn("continue", f"the continue for {session} could not be sent: {exc}")
-
-    def _on_error(self, session: str, error: dict[str, Any]) -> None:
-        if not self._handled(Stage.ON_ERROR):
-            return
-        context = {
-            "session": {"id": session},
-            # opencode names the errors of the model call; a response cut short is a stream error.
-            "phase": "stream" if error.get("name") == "MessageOutputLengthError" else "request",
-            "error": _error_text(error),
-            "recoverable": False,
-            "name": error.get("name"),
-        }
-        self._background.spawn(
-            self._dispatch("on_error", None, session=session, hcp_context=context), "on_error", busy=True
-        )
-
-    def _count_tokens(self, session: str, message: dict[str, Any]) -> None:
-        """The session's tokens since its last compaction, as opencode counts them: a summary starts
-        the count again."""
-        tokens = message.get("tokens")
-        if not isinstance(tokens, dict):
-            return
-        used = int(tokens.get("input") or 0) + int(tokens.get("output") or 0)
-        before = 0 if message.get("summary") else (self._sessions.get(session).tokens or 0)
-        self._sessions.update(session, tokens=before + used)
+        """A finished response's stages (Responses.finished); the `continue` sent, or None."""
+        return await self._responses.finished(session, message, parts)
 
     # ---- opencode's events ------------------------------------------------------------------------
 
@@ -500,26 +226,3 @@ class Bridge:
                 self.tools.tool_failed(
                     part.get("sessionID"), part.get("callID"), part.get("tool"), str(error or "failed")
                 )
-
-
-def _compaction_request(history: list[Any]) -> bool:
-    """Whether the request is opencode's compaction of the session: its last user message holds the
-    compaction part opencode adds."""
-    for entry in reversed(history):
-        if isinstance(entry, dict) and entry.get("role") == "user":
-            return any(
-                isinstance(p, dict) and p.get("type") == "compaction" for p in entry.get("parts") or []
-            )
-    return False
-
-
-def _exit_reason(error: dict[str, Any] | None) -> str:
-    if error is None:
-        return "stop"
-    return "cancel" if error.get("name") == ABORTED_ERROR else "error"
-
-
-def _error_text(error: dict[str, Any]) -> str:
-    data = error.get("data")
-    message = data.get("message") if isinstance(data, dict) else None
-    return message if isinstance(message, str) and message else str(error.get("name") or "error")

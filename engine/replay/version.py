@@ -10,7 +10,6 @@ import logging
 import os
 import shutil
 import stat
-import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,10 +18,11 @@ from typing import Any
 from engine.core.bus import EventBus
 from engine.hooks.discovery import HookFile, Registration
 from engine.hooks.dispatch import Dispatcher, recover_defaults
+from engine.hooks.hookrun import new_run
 from engine.hooks.registry import HookRegistry
 from engine.hooks.runner import execute
 from engine.hooks.validation import copy_workspace
-from engine.protocol.records import HookRun, new_id
+from engine.protocol.records import HookRun
 from engine.protocol.stages import Stage
 from engine.replay.compare import Outcome, agent_view
 from engine.replay.inputs import Recorded
@@ -96,15 +96,7 @@ class Version:
         session: str | None,
         dispatch_id: str | None,
     ) -> HookRun:
-        run = HookRun(
-            id=new_id("rpl"),
-            stage=stage,
-            hook=hook.name,
-            started_at=time.time(),
-            input=payload,
-            session=session,
-            dispatch_id=dispatch_id,
-        )
+        run = new_run(hook, stage, payload, session, dispatch_id, id_prefix="rpl")
         async with self._slots:  # at most one hook process per core, across every replay
             await execute(
                 run,

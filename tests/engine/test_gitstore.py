@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from engine.changes.gitstore import GitStore, parse_trailers, trailers_text
+from engine.changes.headref import head_from_files
 from engine.runtime import Engine
 
 
@@ -487,7 +488,7 @@ def test_a_head_naming_an_odd_ref_is_left_to_git(tmp_path: Path) -> None:
     store = head_store(tmp_path)
     git(store.root, "symbolic-ref", "refs/heads/alias", "refs/heads/main")  # a symbolic ref chain
     git(store.root, "symbolic-ref", "HEAD", "refs/heads/alias")
-    assert store._head_from_files() is None
+    assert head_from_files(store.root / ".git") is None
     assert store.head() == rev_parse(store.root)
 
 

@@ -28,6 +28,7 @@ import pytest
 
 from engine.hooks.runner import execute, run_process
 from engine.protocol.records import HookRun, new_id
+from engine.warm import server as warm_server
 from engine.warm import starts as warmstart
 from engine.warm.starts import WarmProcess, WarmStarts, python_interpreter
 from tests.support.environment import REPO
@@ -578,7 +579,7 @@ def test_a_hung_server_is_given_up_and_the_hook_runs_once(
     """A child that had not said it started when the engine gave up on its server never runs the
     hook: the cold start the engine makes instead is the only run."""
     hook = write_hook(ws, "once.py", "open('runs', 'a').write('x')\nprint('{}')\n")
-    monkeypatch.setattr(warmstart, "START_TIMEOUT_S", 0.5)
+    monkeypatch.setattr(warm_server, "START_TIMEOUT_S", 0.5)
 
     async def scenario(warm: WarmStarts) -> tuple[HookRun, int]:
         assert await warm.prepare(str(hook), cwd=str(ws), env=None)

@@ -1,0 +1,293 @@
+"""The journal's writer thread: records handed over by the (async) engine, written in batches.
+
+Writes of runs, dispatches, tool calls and events are cheap for the caller: the record is
+snapshotted and handed to a background writer thread, which JSON-encodes it and commits in batches
+(up to `BATCH_MAX_ROWS` rows, or whatever arrived within `BATCH_INTERVAL_S` of the first row, in one
+transaction). `flush()` waits until everything enqueued before it is committed. The queue is
+bounded (`MAX_PENDING_ROWS` records, `MAX_PENDING_BYTES` of output): a caller that finds it full
+waits for the writer, so the engine slows down to what the disk takes instead of holding an
+ever-growing backlog that a crash would lose.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import logging
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final
+
+from engine.journal import blobs
+from engine.journal.blobs import BlobSplitter, PendingBlob
+from engine.journal.errors import ErrorLog
+from engine.journal.retention import Retention
+from engine.journal.rows import ROW_BUILDERS, Row
+from engine.journal.schema import INSERTS, rollback
+from engine.protocol.records import JSONDict
+
+log = logging.getLogger("evolve.journal")
+
+BATCH_MAX_ROWS: Final = 500
+BATCH_INTERVAL_S: Final = 0.02
+MAX_PENDING_ROWS: Final = 1000
+"""Records waiting for the writer before a caller that adds one waits for room."""
+MAX_PENDING_BYTES: Final = 32 * 1024 * 1024
+"""The same, counted in bytes of output (stdout, stderr, tool output) the waiting records hold."""
+_OVERHEAD_BYTES: Final = 256  # what a queued record costs beyond the output it holds
+
+
+class _Flush:
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+
+class _Stop:
+    __slots__ = ()
+
+
+_STOP: Final = _Stop()
+_QueueItem = tuple[str, JSONDict] | _Flush | _Stop
+
+
+def _queued_bytes(table: str, d: JSONDict) -> int:
+    """What a queued record holds beyond what its caller holds anyway: its own output."""
+    size = _OVERHEAD_BYTES
+    if table == "runs":
+        size += len(d.get("stderr") or "") + sum(len(line) for line in d.get("stdout_lines") or ())
+    elif table == "tool_calls":
+        output = d.get("output")
+        size += len(output) if isinstance(output, str) else 0
+    return size
+
+
+class BatchWriter:
+    """The bounded queue and the thread that empties it into the database, batch by batch.
+
+    Owns `conn` (closed when the thread ends), and `splitter` is used on the thread only. Errors
+    are noted in `errors`; the thread keeps going.
+    """
+
+    def __init__(
+        self,
+        conn: sqlite3.Connection,
+        path: Path,
+        splitter: BlobSplitter,
+        retention: Retention,
+        errors: ErrorLog,
+    ) -> None:
+        self._conn = conn
+        self._path = path
+        self._blobs = splitter
+        self._retention = retention
+        self._errors = errors
+        # The queue: records and markers in order, what they weigh, and a condition for both sides.
+        self._items: collections.deque[_QueueItem] = collections.deque()
+        self._pending_rows = 0
+        self._pending_bytes = 0
+        self._markers = 0
+        self._cond = threading.Condition()
+        self._closed = False
+        self._warned_closed = False
+        self.waits = 0  # how often a caller waited for room (back-pressure), since opened
+        self._thread = threading.Thread(target=self._main, name=f"journal-writer:{path.name}", daemon=True)
+        self._thread.start()
+
+    # --- the callers' side ---
+
+    def enqueue(self, table: str, take: Callable[[], JSONDict]) -> None:
+        """Hand over a record: `take()` snapshots it now, so later mutation of the record by the
+        caller can't race the writer; JSON encoding happens on the writer thread. Never raises."""
+        try:
+            data = take()
+        except Exception as exc:  # never raise
+            self._errors.note(f"cannot snapshot record for {table}: {exc!r}")
+            return
+        size = _queued_bytes(table, data)
+        with self._cond:
+            if self._closed:
+                warn = not self._warned_closed
+                self._warned_closed = True
+            else:
+                warn = False
+                if self._pending_rows >= MAX_PENDING_ROWS or self._pending_bytes >= MAX_PENDING_BYTES:
+                    self.waits += 1
+                    while (
+                        self._pending_rows >= MAX_PENDING_ROWS or self._pending_bytes >= MAX_PENDING_BYTES
+                    ) and not self._closed:
+                        self._cond.wait()
+                self._items.append((table, data))
+                self._pending_rows += 1
+                self._pending_bytes += size
+                # The writer waits for a first record, then gathers for BATCH_INTERVAL_S: it needs
+                # waking for the first one and for a full batch only (each wake-up costs both threads).
+                if len(self._items) == 1 or len(self._items) >= BATCH_MAX_ROWS:
+                    self._cond.notify_all()
+                return
+        if warn:
+            log.warning("journal %s is closed; dropping records written after close", self._path)
+
+    @property
+    def pending(self) -> int:
+        """Records handed over and not yet committed (or failed)."""
+        with self._cond:
+            return self._pending_rows
+
+    def flush(self, timeout: float) -> None:
+        """Block until everything enqueued before this call is committed (or failed). Raises
+        TimeoutError if the writer doesn't get there in `timeout` s."""
+        marker = _Flush()
+        with self._cond:
+            closed = self._closed
+            if not closed:
+                self._items.append(marker)
+                self._markers += 1
+                self._cond.notify_all()
+        if closed:  # close() writes everything it accepted before stopping the writer
+            self._thread.join(timeout)
+            if self._thread.is_alive():
+                raise TimeoutError(f"journal flush did not complete within {timeout} s")
+            return
+        if not marker.done.wait(timeout):
+            raise TimeoutError(f"journal flush did not complete within {timeout} s")
+
+    def close(self) -> bool:
+        """Write what was accepted, stop the thread and wait for it. False if it was closed already."""
+        with self._cond:
+            if self._closed:
+                return False
+            self._closed = True
+            self._items.append(_STOP)
+            self._markers += 1
+            self._cond.notify_all()
+        self._thread.join()
+        return True
+
+    # --- the thread ---
+
+    def _main(self) -> None:
+        try:
+            self._retention.trim()  # a smaller limit than the last engine's applies at once
+            while not self._cycle():
+                pass
+        finally:
+            with contextlib.suppress(sqlite3.Error):
+                self._conn.execute("PRAGMA optimize")
+            self._conn.close()
+
+    def _take(self) -> tuple[list[tuple[str, JSONDict]], list[_Flush], bool]:
+        """The next batch: up to BATCH_MAX_ROWS records, or what arrived within BATCH_INTERVAL_S
+        of the first, cut short by a flush or a stop."""
+        batch: list[tuple[str, JSONDict]] = []
+        waiters: list[_Flush] = []
+        stop = False
+        with self._cond:
+            while not self._items:
+                self._cond.wait()
+            deadline = time.monotonic() + BATCH_INTERVAL_S
+            while not self._markers and len(self._items) < BATCH_MAX_ROWS:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    break
+                self._cond.wait(remaining)
+            while self._items and len(batch) < BATCH_MAX_ROWS:
+                item = self._items.popleft()
+                if isinstance(item, _Stop):
+                    self._markers -= 1
+                    stop = True
+                    break
+                if isinstance(item, _Flush):
+                    self._markers -= 1
+                    waiters.append(item)
+                    break  # what comes after it does not hold its waiter up
+                batch.append(item)
+        return batch, waiters, stop
+
+    def _done(self, batch: list[tuple[str, JSONDict]]) -> None:
+        """The records of `batch` are written (or failed): room for the callers waiting."""
+        size = sum(_queued_bytes(table, data) for table, data in batch)
+        with self._cond:
+            self._pending_rows -= len(batch)
+            self._pending_bytes -= size
+            self._cond.notify_all()
+
+    def _cycle(self) -> bool:
+        """Collect one batch, write it, release flush waiters. Returns True on stop."""
+        batch, waiters, stop = self._take()
+        try:
+            if batch:
+                self._write_batch(batch)
+        except Exception as exc:  # never let the writer die
+            rollback(self._conn)
+            self._errors.note(f"journal writer failed: {exc!r}", exc_info=True)
+        finally:
+            self._done(batch)
+            for waiter in waiters:
+                waiter.done.set()
+        return stop
+
+    def _write_batch(self, batch: list[tuple[str, JSONDict]]) -> None:
+        rows: dict[str, list[Row]] = {table: [] for table in INSERTS}
+        pending: dict[str, PendingBlob] = {}
+        for table, data in batch:
+            try:
+                rows[table].append(ROW_BUILDERS[table](self._blobs.split(table, data, pending)))
+            except Exception as exc:  # drop only the bad row
+                self._errors.note(f"cannot encode {table} record {data.get('id')!r}: {exc!r}")
+        # Make room first when this batch would take the database past the limit.
+        incoming = sum(len(row[-1]) for table_rows in rows.values() for row in table_rows)
+        incoming += sum(len(blob.text or "") for blob in pending.values())
+        if self._retention.would_pass_limit(incoming):
+            self._retention.trim(room=incoming)
+        conn = self._conn
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            blobs.store(conn, pending)
+            for table, table_rows in rows.items():
+                if table_rows:
+                    conn.executemany(INSERTS[table], table_rows)
+            conn.execute("COMMIT")
+        except sqlite3.OperationalError as exc:
+            # The database as a whole is unusable right now (locked past busy_timeout, disk
+            # full, I/O error, read-only): row by row would fail the same way, slowly.
+            rollback(conn)
+            self._blobs.forget()  # what it remembers as stored may not be
+            dropped = sum(len(table_rows) for table_rows in rows.values())
+            self._errors.note(f"journal batch write failed, dropped {dropped} row(s): {exc!r}")
+            return
+        except Exception as exc:  # a bad row (constraint, too big...): retry row by row
+            rollback(conn)
+            self._errors.note(f"journal batch write failed, retrying row by row: {exc!r}")
+            self._write_rows_one_by_one(rows, pending)
+        self._retention.wrote(
+            {table: len(table_rows) for table, table_rows in rows.items()}, incoming, len(pending)
+        )
+        self._retention.trim()
+
+    def _write_rows_one_by_one(self, rows: dict[str, list[Row]], pending: dict[str, PendingBlob]) -> None:
+        conn = self._conn
+        dropped = 0
+        last: Exception | None = None
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            blobs.store(conn, pending)
+            conn.execute("COMMIT")
+        except Exception as exc:
+            rollback(conn)
+            self._blobs.forget()
+            last = exc
+        for table, table_rows in rows.items():
+            for row in table_rows:
+                try:
+                    # autocommit: each row is its own transaction
+                    conn.execute(INSERTS[table], row)
+                except Exception as exc:  # drop only the bad row
+                    dropped += 1
+                    last = exc
+        if dropped:
+            self._errors.note(f"journal dropped {dropped} row(s); last error: {last!r}")
