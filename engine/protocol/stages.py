@@ -50,7 +50,7 @@ class HookProtocol(StrEnum):
 
 class FiredBy(StrEnum):
     """Who fires a stage in the course of things. Any stage can also be fired by hand (`evolve stage`,
-    `POST /v1/stages/<name>`, the console's "run a stage" dialog)."""
+    `POST /v1/stages/{stage}`, the console's "run a stage" dialog)."""
 
     OPENCODE = "opencode"  # opencode's hooks and events, through the shim
     HEARTBEAT = "heartbeat"  # the engine's heartbeat, on its timer or fired by the operator

@@ -54,7 +54,8 @@ def run(
 
 
 def temp_dirs() -> set[str]:
-    return {p.name for p in Path(tempfile.gettempdir()).glob("evolve-validate-*")}
+    """This process's validation copies (others', of engines running beside the tests, are not ours)."""
+    return {p.name for p in Path(tempfile.gettempdir()).glob(f"evolve-validate-{os.getpid()}-*")}
 
 
 @pytest.mark.parametrize("test", [None, ""])
