@@ -182,6 +182,25 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
             await bridge.before_turn(session, [str(t) for t in tools] if isinstance(tools, list) else None)
         )
 
+    @router.add("/v1/opencode/text-complete", "POST")
+    async def text_complete(request: Request) -> Response:
+        """A text part of a response is complete (awaited by opencode, only when a hook handles
+        after_turn): answered with `text` when a hook replaced it."""
+        data = await body(request)
+        session = from_session(request, data)
+        if not session:
+            raise ApiError(400, "'session' is required")
+        return answer(
+            await bridge.after_turn.text_complete(
+                session,
+                message_of(data.get("message")),
+                opt_str(data, "part"),
+                opt_str(data, "text") or "",
+                parts_of(data.get("parts")),
+                opt_str(data, "turn"),
+            )
+        )
+
     @router.add("/v1/opencode/assistant", "POST")
     async def assistant(request: Request) -> Response:
         """A finished response: accepted at once (observe_message, idle, before_stop run in the

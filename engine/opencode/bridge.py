@@ -16,8 +16,9 @@ from typing import Any
 
 from engine.core.background import Background
 from engine.hooks.protocols import SYSTEM_APPEND
+from engine.opencode.afterturn import AfterTurn
 from engine.opencode.followups import Followups
-from engine.opencode.loops import Loops, add_tokens
+from engine.opencode.loops import Loops
 from engine.opencode.models import ModelMemory
 from engine.opencode.sessions import SessionStore
 from engine.opencode.toolstages import ToolStages
@@ -120,6 +121,7 @@ class Bridge:
         self._command_of = command_of
         self._warn = warn
         self._observed: set[str] = set()  # assistant message ids already handled
+        self.after_turn = AfterTurn(dispatch, handled, loops, sessions, abort, warn)
 
     def seen(self, session: str | None, connection: str | None) -> None:
         """A request about `session` came through the opencode connection `connection`."""
@@ -331,7 +333,7 @@ class Bridge:
         )
         self._followups.after_result(observed.merged, source=session)
         if self._handled(Stage.AFTER_TURN):
-            stopped = await self._after_turn(session, message, thinking, calls, answer, turn)
+            stopped = await self.after_turn.finished(session, message, thinking, calls, answer, turn)
             if stopped:
                 return None
         error = message.get("error") if isinstance(message.get("error"), dict) else None
@@ -373,52 +375,6 @@ class Bridge:
         }
         await self._continue(session, follow, final)
         return follow
-
-    async def _after_turn(
-        self,
-        session: str,
-        message: dict[str, Any],
-        thinking: str,
-        calls: list[dict[str, Any]],
-        answer: str,
-        turn: str | None,
-    ) -> bool:
-        """hcp's after_turn, once the response is finished (opencode has no hook between a response
-        and the loop's next step). A `stop` while the loop goes on (the response called tools) stops
-        it by cancelling the session's turn, as the user's cancel does. Returns whether it stopped."""
-        tool_calls = [
-            {"id": c.get("callID"), "name": c.get("tool"), "args": (c.get("state") or {}).get("input")}
-            for c in calls
-        ]
-        assistant: dict[str, Any] = {"text": answer, "tool_calls": tool_calls}
-        if thinking:
-            assistant["reasoning"] = thinking
-        tokens = message.get("tokens")
-        usage: dict[str, int] = {}
-        if isinstance(tokens, dict):
-            add_tokens(usage, tokens)
-        result = await self._dispatch(
-            "after_turn",
-            None,
-            session=session,
-            turn=turn,
-            hcp_context={
-                "session": {"id": session},
-                "turn": self._loops.last_turn(session),
-                "assistant": assistant,
-                "usage": usage,
-            },
-        )
-        stop = result.merged.get("stop")
-        if not (isinstance(stop, str) and stop and calls):
-            return False
-        found = self._sessions.find(session)
-        try:
-            await self._abort(session, found.connection if found else None)
-        except Exception as exc:
-            self._warn("after_turn", f"stopping {session} failed: {exc}")
-            return False
-        return True
 
     async def _continue(self, session: str, follow: dict[str, Any], final: bool) -> None:
         if final:

@@ -31,6 +31,7 @@ SHIM_ROUTES: Final = (
     "/v1/opencode/tool-after",
     "/v1/opencode/compacting",
     "/v1/opencode/before-turn",
+    "/v1/opencode/text-complete",
     "/v1/opencode/assistant",
     "/v1/opencode/event",
     "/v1/opencode/tools-offered",
