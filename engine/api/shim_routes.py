@@ -57,14 +57,17 @@ def add_shim_routes(router: Router, engine: Engine) -> None:
         context = data.get("context")
         if context is not None and not isinstance(context, dict):
             raise ApiError(400, "'context' must be an object: {text, reasoning}")
+        call_id = opt_str(data, "call_id")
+        permission, by = tool_stages.own_permission(call_id, session, opt_str(data, "permission"))
         result = await engine.tools.call(
             request.path_params["name"],
             args,
             session=session,
-            call_id=opt_str(data, "call_id"),
+            call_id=call_id,
             origin=opt_str(data, "origin") or "tool",
             context=bridge.turn_context(session, context),
-            permission=opt_str(data, "permission"),
+            permission=permission,
+            permission_by=by,
             refused=opt_str(data, "refused"),
             turn=opt_str(data, "turn"),
         )
