@@ -317,6 +317,8 @@ class Engine:
             await self.commits.commit_external()
         except GitError as exc:
             self.warn("git", str(exc))
+        if watch:  # a serving engine's log shows an ambiguous protocol choice as a warning
+            self.registry.notice_level = logging.WARNING
         await self.registry.discover()
         if watch:
             self._watching = asyncio.create_task(self.watcher.run())
@@ -345,7 +347,10 @@ class Engine:
 
     def reload_config(self) -> None:
         loaded = load_config(self.workspace.config_file, self.env, base=self.config)
+        protocols_changed = loaded.config.hook_protocols != self.config.hook_protocols
         self.config, self.config_errors, self.config_warnings = loaded.config, loaded.errors, loaded.warnings
+        if protocols_changed:  # hook_protocols decides first: the hooks are treated anew at once
+            self.background.spawn(self.registry.discover(), "discover", busy=True)
         for issue in loaded.errors:
             self.warn("config", f"{issue} (keeping the last good value)")
         # The heartbeat reschedules and warm starts suspend on this event (`_listen`).
@@ -377,7 +382,8 @@ class Engine:
             pid=os.getpid(),
             config=self.config.to_dict(),
             config_errors=[str(e) for e in self.config_errors],
-            config_warnings=[str(e) for e in self.config_warnings],
+            # and each ambiguous protocol choice, with the config line that settles it
+            config_warnings=[str(e) for e in self.config_warnings] + self.registry.protocol_notices(),
             hooks=self.registry.infos(),
             skipped=self.registry.skipped_infos(),
             opencode=self.connections.infos(),

@@ -53,6 +53,7 @@ function Shim(input, options, forget) {
   const pendingHistory = new Map(); // session id -> messages not yet sent to the engine
   const messageParts = new Map(); // assistant message id -> Map(part id -> part)
   const turnOf = new Map(); // assistant message id -> the user message it answers (its turn)
+  const messageKind = new Map(); // assistant message id -> {agent, summary}: whose answer it is
   const lastUser = new Map(); // session id -> its latest user message id
   const handledMessages = new Set();
   const toolSpecs = new Map();
@@ -314,6 +315,7 @@ function Shim(input, options, forget) {
       turn: info.parentID || turnOf.get(info.id),
     };
     turnOf.delete(info.id);
+    messageKind.delete(info.id);
     // Accepted at once: observe_message, idle and before_stop run in the engine, which sends a
     // `continue` to opencode itself.
     fire("/v1/opencode/assistant", {
@@ -430,6 +432,7 @@ function Shim(input, options, forget) {
       else if (type === "message.updated") {
         const info = props.info || {};
         if (info.role === "assistant" && info.id && info.parentID) turnOf.set(info.id, info.parentID);
+        if (info.role === "assistant" && info.id) messageKind.set(info.id, { agent: info.agent || info.mode, summary: info.summary || undefined });
         // A response is over when it has a finish reason (as early as opencode tells) or, failing
         // that, when it is completed.
         if (info.role === "assistant" && (info.finish || info.time?.completed)) assistantFinished(info);
@@ -498,6 +501,22 @@ function Shim(input, options, forget) {
         o.system.push(...system);
       }
       if (extra) o.system.push(...extra); // this request only
+    },
+
+    // opencode awaits this at the end of each text part of a response and stores the text it is given
+    // back: awaited only when a hook handles after_turn, whose `text` replaces the stored text (what
+    // opencode streamed to the screen stays shown).
+    "experimental.text.complete": async (i, o) => {
+      if (!handled.has("after_turn") || !i?.sessionID || !i?.messageID || typeof o?.text !== "string") return;
+      const resp = await call("/v1/opencode/text-complete", {
+        session: i.sessionID,
+        message: { id: i.messageID, ...(messageKind.get(i.messageID) || {}) },
+        part: i.partID,
+        text: o.text,
+        parts: [...(messageParts.get(i.messageID)?.values() || [])],
+        turn: turnOf.get(i.messageID),
+      });
+      if (resp && typeof resp.text === "string") o.text = resp.text;
     },
 
     "experimental.session.compacting": async (i, o) => {

@@ -103,7 +103,7 @@ def build_app(engine: Served, token: str) -> ASGIApp:
     add_heartbeat_routes(router, engine.heartbeat)
     add_change_routes(router, engine.changes)
     add_replay_routes(router, engine.replays, engine.changes.resolve)
-    add_tool_routes(router, shim, engine.tools, engine.bridge)
+    add_tool_routes(router, shim, engine.tools, engine.bridge, engine.tool_stages.own_permission)
     add_shim_routes(
         router,
         shim,

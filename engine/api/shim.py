@@ -155,6 +155,25 @@ def add_shim_routes(
         bridge.take_history(session, history_of(data))
         return shim.answer(await bridge.before_turn(session, _names(data.get("tools"))))
 
+    @router.serve(routes.OPENCODE_TEXT_COMPLETE)
+    async def text_complete(request: Request) -> Response:
+        """A text part of a response is complete (awaited by opencode, only when a hook handles
+        after_turn): answered with `text` when a hook replaced it."""
+        data = await body(request)
+        session = shim.session(request, data)
+        if not session:
+            raise ApiError(400, "'session' is required")
+        return shim.answer(
+            await bridge.after_turn.text_complete(
+                session,
+                message_of(data.get("message")),
+                opt_str(data, "part"),
+                opt_str(data, "text") or "",
+                parts_of(data.get("parts")),
+                opt_str(data, "turn"),
+            )
+        )
+
     @router.serve(routes.OPENCODE_ASSISTANT)
     async def assistant(request: Request) -> Response:
         """A finished response: accepted at once (observe_message, idle, before_stop run in the

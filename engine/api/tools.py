@@ -3,6 +3,7 @@ a call (from the agent through the plugin, or from the command line)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from starlette.requests import Request
@@ -23,7 +24,16 @@ class Turns(Protocol):
     def turn_context(self, session: str | None, context: dict[str, Any] | None) -> dict[str, Any] | None: ...
 
 
-def add_tool_routes(router: Router, shim: Shim, tools: Tools, turns: Turns) -> None:
+def add_tool_routes(
+    router: Router,
+    shim: Shim,
+    tools: Tools,
+    turns: Turns,
+    own_permission: Callable[[str | None, str | None, str | None], tuple[str | None, str | None]],
+) -> None:
+    """`own_permission`: how the permission of a call of evolve's own tool was decided, and by whom
+    (ToolStages.own_permission)."""
+
     @router.serve(routes.TOOLS)
     async def listed(request: Request) -> Response:
         return shim.answer(ToolList([s.info() for s in tools.specs()]))
@@ -44,14 +54,17 @@ def add_tool_routes(router: Router, shim: Shim, tools: Tools, turns: Turns) -> N
         context = data.get("context")
         if context is not None and not isinstance(context, dict):
             raise ApiError(400, "'context' must be an object: {text, reasoning}")
+        call_id = opt_str(data, "call_id")
+        permission, by = own_permission(call_id, session, opt_str(data, "permission"))
         result = await tools.call(
             request.path_params["name"],
             args,
             session=session,
-            call_id=opt_str(data, "call_id"),
+            call_id=call_id,
             origin=opt_str(data, "origin") or "tool",
             context=turns.turn_context(session, context),
-            permission=opt_str(data, "permission"),
+            permission=permission,
+            permission_by=by,
             refused=opt_str(data, "refused"),
             turn=opt_str(data, "turn"),
         )

@@ -8,11 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from engine.changes.gitstore import GitError, GitStore
-from engine.hooks.discovery import HookFile, Registration, registration_from, scan_hooks
-from engine.hooks.protocols import classify, fired_stages, hcp_input
+from engine.hooks.discovery import HookFile, scan_hooks
+from engine.hooks.protocols import fired_stages, hcp_input
+from engine.hooks.registry import discover_hook
 from engine.hooks.runner import execute
+from engine.hooks.validation import test_file
 from engine.protocol.records import HookRun, new_id
-from engine.protocol.stages import HookProtocol
 from engine.workspace.config import load_config
 from engine.workspace.layout import PROMPT_CONTRACT, Workspace
 
@@ -111,27 +112,25 @@ async def diagnose(root: Path, env: dict[str, str] | None = None, project: Path 
         cwd=str(root),
     )
 
-    async def discover(hook: HookFile, payload: dict[str, Any]) -> Registration:
-        run = HookRun(id=new_id("run"), stage="discover", hook=hook.name, started_at=0.0, input=payload)
-        await execute(
-            run,
-            hook.path,
-            cwd=root,
-            timeout_ms=loaded.config.hook_timeout,
-            stdout_limit=loaded.config.hook_output_limit,
-            env=env,
-        )
-        return classify(registration_from(hook, run.result, run.error), configured)
-
     for hook in hooks:
-        as_hcp = configured.get(hook.name) == HookProtocol.HCP
-        reg = await discover(hook, hcp_payload if as_hcp else {"hook": "discover"})
-        if reg.protocol is HookProtocol.HCP and not as_hcp:
-            again = await discover(hook, hcp_payload)  # as the engine does: an hcp hook is asked as one
-            if again.protocol is HookProtocol.HCP:
-                reg = again
+
+        async def run(payload: dict[str, Any], hook: HookFile = hook) -> HookRun:
+            done = HookRun(id=new_id("run"), stage="discover", hook=hook.name, started_at=0.0, input=payload)
+            await execute(
+                done,
+                hook.path,
+                cwd=root,
+                timeout_ms=loaded.config.hook_timeout,
+                stdout_limit=loaded.config.hook_output_limit,
+                env=env,
+            )
+            return done
+
+        # As the engine discovers it (an hcp hook is asked as one), as if for the first time.
+        reg, _run = await discover_hook(hook, configured, None, run, lambda: dict(hcp_payload))
         where = f"hooks/{hook.name}"
-        report.add(INFO, where, f"treated as {reg.protocol.value}: {reg.protocol_reason}")
+        settle = f"; {reg.protocol_settle}" if reg.protocol_settle else ""
+        report.add(INFO, where, f"treated as {reg.protocol.value}: {reg.protocol_reason}{settle}")
         for problem in reg.problems:
             report.add(ERROR, where, problem)
         for warning in reg.stage_warnings:
@@ -149,13 +148,13 @@ async def diagnose(root: Path, env: dict[str, str] | None = None, project: Path 
                 WARNING, where, "no test registered: edits by the agent are installed without validation"
             )
         else:
-            test = ws.tests_dir / reg.test
-            if not test.is_file():
+            test = test_file(root, reg.test)
+            if test is None:
                 report.add(ERROR, where, f"registers test tests/{reg.test}, which does not exist")
             elif not os.access(test, os.X_OK):
                 report.add(
                     INFO,
-                    f"tests/{reg.test}",
+                    str(test.relative_to(root)),
                     "not executable (validation makes it executable before running)",
                 )
         report.hooks.append(
@@ -166,6 +165,7 @@ async def diagnose(root: Path, env: dict[str, str] | None = None, project: Path 
                 "tools": [t.name for t in reg.tools],
                 "protocol": reg.protocol.value,
                 "protocol_reason": reg.protocol_reason,
+                "protocol_settle": reg.protocol_settle,
                 "stages": sorted(reg.stages) if reg.stages is not None else None,
             }
         )

@@ -70,9 +70,11 @@ class Registration:
     stages: frozenset[str] | None = None
     # The protocol the hook says it speaks (evolve's `protocol` key in discover), if it says.
     answered_protocol: str | None = None
-    # The protocol it is treated as, why, and what is wrong with its declared stages (engine.hcp).
+    # The protocol it is treated as, why, and what is wrong with its declared stages
+    # (engine.hooks.protocols).
     protocol: HookProtocol = HookProtocol.OPENCODE_EVOLVE
     protocol_reason: str = ""
+    protocol_settle: str | None = None  # the config line that settles an ambiguous choice
     stage_warnings: list[str] = field(default_factory=list)
 
     def handles(self, stage: str) -> bool:

@@ -6,11 +6,12 @@ is folded into a stage's merged result (docs/hooks.md, "Two protocols").
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 from engine.hooks.discovery import Registration
+from engine.hooks.hooktext import file_stages
 from engine.protocol.stages import (
     FACTS,
     HCP_FIRED,
@@ -39,49 +40,118 @@ MESSAGES: Final = "messages"
 """The merged key of format_notification's messages that are delivered each on its own."""
 
 
+CONFIG_FILE: Final = "config/evolve.jsonc"
+
+
 @dataclass(frozen=True)
 class ProtocolChoice:
+    """The protocol a hook is treated as, and why. `settle` is set when the evidence was ambiguous:
+    the one line of config that settles the choice (docs/hooks.md, "Two protocols")."""
+
     protocol: HookProtocol
     reason: str
+    settle: str | None = None
+
+
+def settle_line(file: str) -> str:
+    """The config line that settles an ambiguous choice for the hook `file`."""
+    return (
+        f'add "hook_protocols": {{"{file}": "hcp"}} to {CONFIG_FILE} '
+        '(or "opencode-evolve" to keep this choice)'
+    )
+
+
+def _names(stages: Collection[str]) -> str:
+    return ", ".join(sorted(stages))
 
 
 def choose_protocol(
-    file: str, declared: Collection[str] | None, answered: str | None, configured: Mapping[str, str]
+    file: str,
+    declared: Collection[str] | None,
+    answered: str | None,
+    configured: Mapping[str, str],
+    named: Callable[[], Collection[str]] = frozenset,
 ) -> ProtocolChoice:
-    """Which protocol the hook `file` is treated as, and why. The first rule that applies:
-    the config (`hook_protocols`), the hook's own `protocol` in discover, a declared stage that only
-    hcp has; otherwise opencode-evolve, which is what a hook written before hcp expects."""
+    """Which protocol the hook `file` is treated as, and why: the first rule that applies.
+
+    1. the config (`hook_protocols`) names the file;
+    2. its discover answer says `protocol`;
+    3. it declares its stages: a name only hcp has makes it hcp, else opencode-evolve (shared names
+       alone are ambiguous);
+    4. it declares none: the stage names its file names (`named`, read only when this rule is
+       reached): names only hcp has and none only opencode-evolve has make it hcp, and the other way
+       round opencode-evolve;
+    5. otherwise (both kinds, or neither) it is ambiguous: opencode-evolve, which sends a hook only
+       names it can know (a hook that names both handles opencode-evolve's), with the config line
+       that settles it.
+
+    All of it costs the hook nothing: no stage is run to find out."""
     setting = configured.get(file)
     if setting is not None:
         return ProtocolChoice(HookProtocol(setting), f"hook_protocols in the config says {setting}")
     if answered is not None:
         return ProtocolChoice(HookProtocol(answered), f'its discover answer says "protocol": "{answered}"')
     if declared is not None:
-        canonical = sorted(s for s in declared if s in HCP_ONLY)
+        canonical = [s for s in declared if s in HCP_ONLY]
         if canonical:
-            return ProtocolChoice(HookProtocol.HCP, f"it declares {', '.join(canonical)} (hcp stage names)")
-        legacy = sorted(s for s in declared if s in LEGACY_ONLY)
+            return ProtocolChoice(HookProtocol.HCP, f"it declares {_names(canonical)} (hcp stage names)")
+        legacy = [s for s in declared if s in LEGACY_ONLY]
         if legacy:
             return ProtocolChoice(
-                HookProtocol.OPENCODE_EVOLVE, f"it declares {', '.join(legacy)} (opencode-evolve stage names)"
+                HookProtocol.OPENCODE_EVOLVE, f"it declares {_names(legacy)} (opencode-evolve stage names)"
             )
         return ProtocolChoice(
             HookProtocol.OPENCODE_EVOLVE,
-            "its declared stages are names both protocols share (the default; declare an hcp stage "
-            "or set hook_protocols to be treated as hcp)",
+            "its declared stages are names both protocols share (ambiguous; opencode-evolve, the "
+            "original protocol)",
+            settle_line(file),
         )
-    return ProtocolChoice(
-        HookProtocol.OPENCODE_EVOLVE,
-        "it declares no stages (the default; declare its stages or set hook_protocols to be treated as hcp)",
-    )
+    found = frozenset(named())
+    hcp_named, legacy_named = found & HCP_ONLY, found & LEGACY_ONLY
+    if hcp_named and not legacy_named:
+        return ProtocolChoice(
+            HookProtocol.HCP,
+            f"it declares no stages and its file names {_names(hcp_named)} (hcp stage names)",
+        )
+    if legacy_named and not hcp_named:
+        return ProtocolChoice(
+            HookProtocol.OPENCODE_EVOLVE,
+            f"it declares no stages and its file names {_names(legacy_named)} (opencode-evolve stage names)",
+        )
+    if hcp_named and legacy_named:
+        why = (
+            f"it declares no stages and its file names both hcp stages ({_names(hcp_named)}) and "
+            f"opencode-evolve ones ({_names(legacy_named)}) (ambiguous; opencode-evolve, whose names it handles)"
+        )
+    else:
+        why = (
+            "it declares no stages and its file names no stage only one protocol has (ambiguous; "
+            "opencode-evolve, the original protocol, which never sends a hook a name it may not know)"
+        )
+    return ProtocolChoice(HookProtocol.OPENCODE_EVOLVE, why, settle_line(file))
 
 
 def classify(reg: Registration, configured: Mapping[str, str]) -> Registration:
-    """Set a registration's protocol, the reason, and the warnings about its declared stages."""
-    choice = choose_protocol(reg.file.name, reg.stages, reg.answered_protocol, configured)
-    reg.protocol, reg.protocol_reason = choice.protocol, choice.reason
+    """Set a registration's protocol, the reason (and the config line that settles an ambiguous
+    choice), and the warnings about its declared stages."""
+    choice = choose_protocol(
+        reg.file.name,
+        reg.stages,
+        reg.answered_protocol,
+        configured,
+        lambda: file_stages(reg.file.path, HCP_ONLY | LEGACY_ONLY),
+    )
+    reg.protocol, reg.protocol_reason, reg.protocol_settle = choice.protocol, choice.reason, choice.settle
     reg.stage_warnings = stage_warnings(reg.protocol, reg.stages)
     return reg
+
+
+def protocol_notice(reg: Registration) -> str | None:
+    """The line that shows an ambiguous choice to the operator (the engine log, the status's
+    config_warnings), None when the evidence decided."""
+    if reg.protocol_settle is None:
+        return None
+    return f"hooks/{reg.file.name}: treated as {reg.protocol.value}: {reg.protocol_reason}; {reg.protocol_settle}"
 
 
 def receives(protocol: HookProtocol, stage: str) -> bool:

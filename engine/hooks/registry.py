@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,9 +21,11 @@ from engine.hooks.discovery import (
     scan_hooks,
 )
 from engine.hooks.dispatch import RunHook
-from engine.hooks.protocols import classify, receives
-from engine.protocol.records import HookInfo, HooksDiscovered, SkippedHook
+from engine.hooks.protocols import classify, protocol_notice, receives
+from engine.protocol.records import HookInfo, HookRun, HooksDiscovered, SkippedHook
 from engine.protocol.stages import STAGES, HookProtocol
+
+log = logging.getLogger("evolve.hooks")
 
 LEGACY_DISCOVER = {"hook": "discover"}  # exactly what opencode-evolve sends (docs/hooks.md, "discover")
 
@@ -83,8 +86,44 @@ def hook_info(reg: Registration) -> HookInfo:
         stages=sorted(reg.stages) if reg.stages is not None else None,
         protocol=reg.protocol.value,
         protocol_reason=reg.protocol_reason,
+        protocol_settle=reg.protocol_settle,
         stage_warnings=list(reg.stage_warnings),
     )
+
+
+def registration(
+    hook: HookFile, result: dict[str, Any] | None, error: str | None, configured: Mapping[str, str]
+) -> Registration:
+    """A hook's registration from its discover answer, with the protocol it is treated as."""
+    try:
+        return classify(registration_from(hook, result, error), configured)
+    except Exception as exc:  # whatever a hook answers, the engine starts
+        failed = f"its answer cannot be used ({type(exc).__name__}: {exc})"
+        return classify(registration_from(hook, None, failed), configured)
+
+
+async def discover_hook(
+    hook: HookFile,
+    configured: Mapping[str, str],
+    known: HookProtocol | None,
+    run: Callable[[dict[str, Any]], Awaitable[HookRun]],
+    hcp_payload: Callable[[], dict[str, Any]],
+) -> tuple[Registration, HookRun]:
+    """Run `discover` on one hook as its protocol asks. An opencode-evolve hook gets exactly
+    `{"hook": "discover"}`, an hcp hook hcp's base payload (whose `host.stages` tells it what evolve
+    fires). Which one a hook is shows only in its answer, its file or the config: a hook not known
+    as hcp (`known`: its protocol at the last discovery) is asked as opencode-evolve asks, and once
+    more, as hcp, when its answer makes it an hcp hook."""
+    setting = configured.get(hook.name)
+    as_hcp = setting == HookProtocol.HCP or (setting is None and known is HookProtocol.HCP)
+    done = await run(hcp_payload() if as_hcp else dict(LEGACY_DISCOVER))
+    reg = registration(hook, done.result, done.error, configured)
+    if reg.protocol is HookProtocol.HCP and not as_hcp and done.ok:
+        again = await run(hcp_payload())
+        second = registration(hook, again.result, again.error, configured)
+        if again.ok and second.protocol is HookProtocol.HCP:
+            return second, again
+    return reg, done
 
 
 class HookRegistry:
@@ -114,6 +153,10 @@ class HookRegistry:
         self.registrations: dict[str, Registration] = {}  # by hook file name, in discovery order
         self.fingerprints = fingerprints or Fingerprints()
         self._handled: list[str] = []  # handled(), set by discover: the shim asks with every request
+        self._notices: set[str] = set()  # the ambiguous protocol choices already logged
+        # How an ambiguous choice is logged: a warning in the log of an engine that serves (set by
+        # the engine); a one-off command keeps its output to what was asked for.
+        self.notice_level = logging.INFO
 
     async def discover(self) -> HooksDiscovered:
         """Scan hooks/ and run `discover` on every hook in parallel (registration order stays the
@@ -126,6 +169,11 @@ class HookRegistry:
         self.hooks, self.skipped = hooks, skipped
         self.registrations = {r.file.name: r for r in regs}
         self._known = {r.file.name: r.protocol for r in regs}
+        notices = self.protocol_notices()
+        for notice in notices:
+            if notice not in self._notices:  # once, not again at every re-discovery
+                log.log(self.notice_level, "%s", notice)
+        self._notices = set(notices)
         self._handled = [stage for stage in STAGES if self.hooks_for(stage)]
         for s in skipped:
             self._warn("hooks", f"hooks/{s.name} skipped: {s.reason}")
@@ -137,34 +185,17 @@ class HookRegistry:
         return found
 
     async def _discover_one(self, hook: HookFile, configured: Mapping[str, str]) -> Registration:
-        """An opencode-evolve hook gets exactly `{"hook": "discover"}`, an hcp hook hcp's base payload
-        (whose `host.stages` tells it what evolve fires). Which one a hook is shows only in its answer
-        (or the config): a hook not known as hcp that answers as one is asked once more, as hcp."""
-        setting = configured.get(hook.name)
-        as_hcp = setting == HookProtocol.HCP or (
-            setting is None and self._known.get(hook.name) is HookProtocol.HCP
-        )
-        run = await self._run_hook(
-            hook, "discover", self._hcp_discover() if as_hcp else dict(LEGACY_DISCOVER), None, None
-        )
-        reg = self._registration(hook, run.result, run.error, configured)
-        if reg.protocol is HookProtocol.HCP and not as_hcp and run.ok:
-            again = await self._run_hook(hook, "discover", self._hcp_discover(), None, None)
-            second = self._registration(hook, again.result, again.error, configured)
-            if again.ok and second.protocol is HookProtocol.HCP:
-                run, reg = again, second
-        reg.run_id = run.id
+        async def run(payload: dict[str, Any]) -> HookRun:
+            return await self._run_hook(hook, "discover", payload, None, None)
+
+        reg, done = await discover_hook(hook, configured, self._known.get(hook.name), run, self._hcp_discover)
+        reg.run_id = done.id
         return reg
 
-    @staticmethod
-    def _registration(
-        hook: HookFile, result: dict[str, Any] | None, error: str | None, configured: Mapping[str, str]
-    ) -> Registration:
-        try:
-            return classify(registration_from(hook, result, error), configured)
-        except Exception as exc:  # whatever a hook answers, the engine starts
-            failed = f"its answer cannot be used ({type(exc).__name__}: {exc})"
-            return classify(registration_from(hook, None, failed), configured)
+    def protocol_notices(self) -> list[str]:
+        """One line per hook whose protocol the evidence left ambiguous: the choice, why, and the
+        config line that settles it (shown in the engine log and the status's config_warnings)."""
+        return [n for n in (protocol_notice(r) for r in self.registrations.values()) if n is not None]
 
     def changed_since_discovery(self, hook: HookFile) -> bool:
         """Whether the hook's file is not what it was when hooks were last discovered."""

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from engine.hooks.runner import run_process
 from engine.workspace.layout import pid_alive
+from engine.workspace.paths import PathRefused, safe_path
 
 SKIP_TOP = frozenset({".git", "state"})
 OUTPUT_LIMIT = 256 * 1024
@@ -70,8 +71,8 @@ async def validate(
             target.unlink()
         target.write_bytes(candidate.encode("utf-8") if isinstance(candidate, str) else candidate)
         os.chmod(target, 0o755)
-        test_path = tmp / "tests" / test
-        if not test_path.is_file():
+        test_path = test_file(tmp, test)
+        if test_path is None:
             return Validation(
                 False, f"test script tests/{test} not found (the hook registers it in discover)", 0.0, test
             )
@@ -81,6 +82,20 @@ async def validate(
         return Validation(ok, output, (time.perf_counter() - started) * 1000, test, code)
     finally:
         await asyncio.to_thread(shutil.rmtree, tmp, True)
+
+
+def test_file(root: Path, test: str) -> Path | None:
+    """The test script a hook registers: `tests/<test>` (opencode-evolve names a file in tests/), else
+    `<test>` relative to the workspace root (hcp names a command relative to `cwd`, the root), when
+    that is a file inside the workspace; None when neither is."""
+    found = root / "tests" / test
+    if found.is_file():
+        return found
+    try:
+        beside = safe_path(root, test, "test")
+    except PathRefused:
+        return None
+    return beside if beside.is_file() else None
 
 
 def remove_stale_copies(tmp: Path | None = None) -> list[Path]:

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from engine.core.background import Background
+from engine.opencode.afterturn import AfterTurn
 from engine.opencode.followups import Followups
 from engine.opencode.loops import Loops
 from engine.opencode.messages import history_entry
@@ -58,6 +59,7 @@ class Bridge:
         self.tools = tools
         self._command_of = command_of
         self._requests = Requests(dispatch, handled, sessions, heartbeat_session, loops)
+        self.after_turn = AfterTurn(dispatch, handled, loops, sessions, abort, warn)
         self._responses = Responses(
             dispatch,
             handled,
@@ -71,6 +73,7 @@ class Bridge:
             abort,
             self.command,
             warn,
+            self.after_turn,
         )
 
     def seen(self, session: str | None, connection: str | None) -> None:

@@ -8,8 +8,9 @@ from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from engine.core.background import Background
+from engine.opencode.afterturn import AfterTurn
 from engine.opencode.followups import Followups
-from engine.opencode.loops import Loops, add_tokens
+from engine.opencode.loops import Loops
 from engine.opencode.messages import error_text, exit_reason, response_context
 from engine.opencode.models import ModelMemory
 from engine.opencode.sessions import SessionStore
@@ -41,7 +42,9 @@ class Responses:
         abort: Abort,
         command: Callable[[str | None], str | None],
         warn: Callable[[str, str], None],
+        after_turn: AfterTurn,
     ) -> None:
+        self._after_turn = after_turn
         self._dispatch = dispatch
         self._handled = handled
         self._sessions = sessions
@@ -96,7 +99,7 @@ class Responses:
         )
         self._followups.after_result(observed.merged, source=session)
         if self._handled(Stage.AFTER_TURN):
-            stopped = await self._after_turn(session, message, thinking, calls, answer, turn)
+            stopped = await self._after_turn.finished(session, message, thinking, calls, answer, turn)
             if stopped:
                 return None
         error = message.get("error") if isinstance(message.get("error"), dict) else None
@@ -138,52 +141,6 @@ class Responses:
         }
         await self._continue(session, follow, final)
         return follow
-
-    async def _after_turn(
-        self,
-        session: str,
-        message: dict[str, Any],
-        thinking: str,
-        calls: list[dict[str, Any]],
-        answer: str,
-        turn: str | None,
-    ) -> bool:
-        """hcp's after_turn, once the response is finished (opencode has no hook between a response
-        and the loop's next step). A `stop` while the loop goes on (the response called tools) stops
-        it by cancelling the session's turn, as the user's cancel does. Returns whether it stopped."""
-        tool_calls = [
-            {"id": c.get("callID"), "name": c.get("tool"), "args": (c.get("state") or {}).get("input")}
-            for c in calls
-        ]
-        assistant: dict[str, Any] = {"text": answer, "tool_calls": tool_calls}
-        if thinking:
-            assistant["reasoning"] = thinking
-        tokens = message.get("tokens")
-        usage: dict[str, int] = {}
-        if isinstance(tokens, dict):
-            add_tokens(usage, tokens)
-        result = await self._dispatch(
-            "after_turn",
-            None,
-            session=session,
-            turn=turn,
-            hcp_context={
-                "session": {"id": session},
-                "turn": self._loops.last_turn(session),
-                "assistant": assistant,
-                "usage": usage,
-            },
-        )
-        stop = result.merged.get("stop")
-        if not (isinstance(stop, str) and stop and calls):
-            return False
-        found = self._sessions.find(session)
-        try:
-            await self._abort(session, found.connection if found else None)
-        except Exception as exc:
-            self._warn("after_turn", f"stopping {session} failed: {exc}")
-            return False
-        return True
 
     async def _continue(self, session: str, follow: dict[str, Any], final: bool) -> None:
         if final:

@@ -64,6 +64,7 @@ class ToolStages:
         self._seen: dict[str, Seen] = {}  # by opencode's call id
         self._asked: dict[str, str | None] = {}  # permission request id -> call id
         self._decided: set[str] = set()  # permission requests an on_permission hook answered
+        self._deciders: dict[str, str] = {}  # call id -> who answered its permission request
 
     def _remember(self, call_id: str, seen: Seen) -> None:
         if len(self._seen) >= MAX_SEEN:
@@ -255,14 +256,24 @@ class ToolStages:
         if chosen is None:
             return  # ask, or no answer: opencode's own prompt decides
         allow = chosen["decision"] == "allow"
+        by = f"hook {chosen['hook']}"
+        # Noted before the reply: opencode goes on with the call as soon as it has it.
         self._decided.add(request)
-        self.calls.permission(call_id, "allowed" if allow else "denied", f"hook {chosen['hook']}")
-        await self._reply_permission(
-            request,
-            "once" if allow else "reject",
-            None if allow else chosen.get("reason"),
-            self._connection_of(session),
-        )
+        self._decider(call_id, by)
+        self.calls.permission(call_id, "allowed" if allow else "denied", by)
+        try:
+            await self._reply_permission(
+                request,
+                "once" if allow else "reject",
+                None if allow else chosen.get("reason"),
+                self._connection_of(session),
+            )
+        except Exception:
+            # opencode did not get the hook's answer: the request waits for someone else's.
+            self._decided.discard(request)
+            if call_id:
+                self._deciders.pop(call_id, None)
+            raise
 
     def permission_replied(self, props: dict[str, Any]) -> None:
         request = props.get("requestID")
@@ -275,4 +286,33 @@ class ToolStages:
         session = props.get("sessionID") if isinstance(props.get("sessionID"), str) else None
         # `opencode run` has nobody to ask: it refuses every ask itself.
         by = "opencode" if self._command_of(session) == "run" else "user"
+        self._decider(call_id, by)
         self.calls.permission(call_id, "denied" if props.get("reply") == "reject" else "allowed", by)
+
+    def _decider(self, call_id: str | None, by: str) -> None:
+        if not call_id:
+            return
+        if len(self._deciders) >= MAX_SEEN:
+            self._deciders.pop(next(iter(self._deciders)))
+        self._deciders[call_id] = by
+
+    def own_permission(
+        self, call_id: str | None, session: str | None, sent: str | None
+    ) -> tuple[str | None, str | None]:
+        """How the permission of a call of evolve's own tool was decided, and by whom: the shim
+        reports what its ask to opencode came to (`allowed by opencode`, `denied by opencode`), and
+        opencode's permission events, which the engine saw, tell who answered. A hook (`hook <file>`,
+        on_permission) or the user (`user`; `opencode` under `opencode run`, which refuses every ask
+        itself) when the ask was published; otherwise opencode's permission config (`rule`), and the
+        shim's words stand."""
+        if sent is None or not sent.startswith(("allowed", "denied")):
+            return sent, None
+        decision = "allowed" if sent.startswith("allowed") else "denied"
+        by = self._deciders.pop(call_id, None) if call_id else None
+        if by is None and call_id and call_id in self._asked.values():
+            # Asked, and its answer (always a person's or opencode's: a hook's is noted before it is
+            # given) is on its way to the engine.
+            by = "opencode" if self._command_of(session) == "run" else "user"
+        if by is None:
+            return sent, "rule"
+        return f"{decision} by {by}", by

@@ -64,6 +64,8 @@ from .records import (
     StageRun,
     SystemPrompt,
     SystemRequest,
+    TextCompleteAnswer,
+    TextCompleteRequest,
     ToolAfterAnswer,
     ToolAfterRequest,
     ToolBeforeAnswer,
@@ -355,6 +357,10 @@ def compacting(request: CompactingRequest) -> Call[CompactingAnswer]:
 
 def before_turn(request: BeforeTurnRequest) -> Call[BeforeTurnAnswer]:
     return call(routes.OPENCODE_BEFORE_TURN, request)
+
+
+def text_complete(request: TextCompleteRequest) -> Call[TextCompleteAnswer]:
+    return call(routes.OPENCODE_TEXT_COMPLETE, request)
 
 
 def assistant(request: AssistantRequest) -> Call[Ok]:

@@ -61,6 +61,8 @@ from .records import (
     StageRun,
     SystemPrompt,
     SystemRequest,
+    TextCompleteAnswer,
+    TextCompleteRequest,
     ToolAfterAnswer,
     ToolAfterRequest,
     ToolBeforeAnswer,
@@ -326,6 +328,14 @@ OPENCODE_BEFORE_TURN: Final = Route(
     shim=True,
     doc="before an LLM round trip (only when a hook handles before_turn)",
 )
+OPENCODE_TEXT_COMPLETE: Final = Route(
+    "POST",
+    "/v1/opencode/text-complete",
+    TextCompleteAnswer,
+    TextCompleteRequest,
+    shim=True,
+    doc="a text part of a response is complete (only when a hook handles after_turn)",
+)
 OPENCODE_ASSISTANT: Final = Route(
     "POST",
     "/v1/opencode/assistant",
@@ -392,6 +402,7 @@ ROUTES: Final[tuple[Route[Any], ...]] = (
     OPENCODE_TOOL_AFTER,
     OPENCODE_COMPACTING,
     OPENCODE_BEFORE_TURN,
+    OPENCODE_TEXT_COMPLETE,
     OPENCODE_ASSISTANT,
     OPENCODE_EVENT,
     OPENCODE_TOOLS_OFFERED,

@@ -185,13 +185,14 @@ class Tools:
         origin: str = "tool",
         context: dict[str, Any] | None = None,
         permission: str | None = None,
+        permission_by: str | None = None,
         refused: str | None = None,
         turn: str | None = None,
     ) -> ToolCall:
         """Run a tool exactly as the agent would: argument validation, the tool, its commit.
         `context`: what the agent said in its turn before the call (kept as the provenance of a
-        change it makes); `permission`: how the call was permitted; `refused`: the call was denied
-        before it could run (recorded, not run)."""
+        change it makes); `permission`: how the call was permitted, and `permission_by` who decided;
+        `refused`: the call was denied before it could run (recorded, not run)."""
         args = {} if args is None else args
         call = ToolCall(
             id=new_id("call"),
@@ -201,6 +202,7 @@ class Tools:
             session=session,
             call_id=call_id,
             permission=permission,
+            permission_by=permission_by,
             context=context,
             turn=turn,
         )

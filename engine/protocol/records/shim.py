@@ -131,6 +131,24 @@ class BeforeTurnAnswer(Record):
 
 
 @dataclass
+class TextCompleteRequest(Record):
+    """A text part of a response is complete (opencode's `experimental.text.complete`, forwarded only
+    when a hook handles after_turn)."""
+
+    session: str
+    message: JSONDict = field(default_factory=dict)  # {id, agent, summary?, ...}
+    part: str | None = None  # the text part's id
+    text: str = ""
+    parts: list[JSONDict] = field(default_factory=list)  # the response's parts the plugin saw
+    turn: str | None = None
+
+
+@dataclass
+class TextCompleteAnswer(Record):
+    text: str | None = None  # the text opencode stores for the part instead; absent: unchanged
+
+
+@dataclass
 class AssistantRequest(Record):
     session: str
     message: JSONDict = field(default_factory=dict)  # {id, agent, error?, tokens?, ...}

@@ -29,6 +29,7 @@ class HookInfo(Record):
     stages: list[str] | None = None  # the stages it declared it handles; None: every stage
     protocol: str = "opencode-evolve"  # the protocol it is treated as: opencode-evolve or hcp
     protocol_reason: str = ""  # why (docs/hooks.md, "Two protocols")
+    protocol_settle: str | None = None  # when the evidence was ambiguous: the config line that settles it
     stage_warnings: list[str] = field(default_factory=list)  # problems of its declared stages
 
 
