@@ -14,7 +14,8 @@ from ..changesource import WholeFile, change_diff, latest_replay, whole_file
 from ..describe import evidence_text
 from ..detail import Part
 from ..diffmodel import FileDiff
-from ..diffview import DiffView, Prepared
+from ..diffprepare import Prepared
+from ..diffview import DiffView
 from ..format import as_json, date_time, preview
 from ..model import ChangeEntry
 from ..replay import replay_line

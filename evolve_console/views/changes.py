@@ -18,7 +18,7 @@ from engine.protocol.records import ReplayProgress
 
 from .. import decisions
 from ..agent import Agent
-from ..diffview import MIN_SPLIT
+from ..difflayout import MIN_SPLIT
 from ..format import clock_time
 from ..messages import Go, Reload, Toast
 from ..model import ChangeEntry, ConsoleModel, Part, Update
