@@ -217,9 +217,9 @@ class MainScreen(Screen[None]):
         if status is not None:
             self.app.push_screen(MoreScreen("the engine's configuration problems", problems_text(status)))
 
-    @on(Line.Clicked, "#connection")
-    def connection_clicked(self) -> None:
-        if self.check_action("problems", ()):
+    @on(Line.Clicked)
+    def connection_clicked(self, message: Line.Clicked) -> None:
+        if message.line is self.connection and self.check_action("problems", ()):
             self.action_problems()
 
     def action_run_stage(self) -> None:
