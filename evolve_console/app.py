@@ -103,10 +103,13 @@ class EvolveConsole(App[None]):
         return self._main
 
     def on_mount(self) -> None:
+        self.render_connection()
+
+    def on_ready(self) -> None:
+        # The main screen is composed (the app's own mount may come first): the views can draw.
         self.set_interval(0.25, self.apply_events, name="apply-events")
         self.set_interval(1.0, self.tick_clock, name="countdown")
         self.set_timer(self.poll_s, self.poll_counts, name="counts")
-        self.render_connection()
         self.follow_engine()
 
     async def on_unmount(self) -> None:
