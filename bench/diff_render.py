@@ -6,7 +6,7 @@ pair is compared word by word). Each is shown in a `DiffView` in a headless Text
 
 Printed per diff (median of --repeat runs, milliseconds):
 - parse: `diffmodel.parse` of the text;
-- prepare (thread): `diffview.prepare`, parse included, each line as drawn and its width (the
+- prepare (thread): `diffprepare.prepare`, parse included, each line as drawn and its width (the
   console does this in a worker thread);
 - show (loop): `DiffView.show` of the prepared diff: the layout at the width (every line's height);
 - show + first frame: until Textual has drawn the first screen (syntax highlighting and word
@@ -31,7 +31,8 @@ from rich.text import Text
 from textual.app import App, ComposeResult
 
 from evolve_console.diffmodel import parse
-from evolve_console.diffview import DiffView, Prepared, prepare
+from evolve_console.diffprepare import Prepared, prepare
+from evolve_console.diffview import DiffView
 
 LIMIT = 2_000_000  # the engine cuts a commit's patch here
 SOURCE = (Path(__file__).resolve().parent.parent / "engine" / "example" / "hooks" / "notes.py").read_text()

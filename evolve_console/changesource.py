@@ -12,7 +12,7 @@ from engine.protocol.records import ReplayResult
 
 from .client import EngineClient, EngineError
 from .diffmodel import FileDiff
-from .diffview import Prepared, prepare
+from .diffprepare import Prepared, prepare
 from .model import ChangeEntry
 from .replay import replay_route
 

@@ -10,6 +10,8 @@ from textual import events
 from textual.screen import Screen
 from textual.widget import Widget
 
+Key = tuple[str, str, str, bool, str]  # (key, the key as shown, description, enabled, tooltip)
+
 
 class KeyBar(Widget, can_focus=False):
     """The active key bindings on one line; click a key to press it, hover it for its tooltip.
@@ -34,8 +36,7 @@ class KeyBar(Widget, can_focus=False):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        # (key, shown key, description, enabled, tooltip) of each key, in order
-        self.keys: list[tuple[str, str, str, bool, str]] = []
+        self.keys: list[Key] = []  # the keys shown, in order
         self._spans: list[tuple[int, int, int]] = []  # (start x, end x, index into keys)
 
     def on_mount(self) -> None:
@@ -48,7 +49,10 @@ class KeyBar(Widget, can_focus=False):
     def _bindings_changed(self, screen: Screen[Any]) -> None:
         if not self.is_attached or screen is not self.screen:
             return
-        keys = []
+        # In Textual's order (the focused view's keys first, then the screen's and the app's), but
+        # quit always first and the palette last, where the operator looks for them.
+        keys: list[Key] = []
+        first: list[Key] = []
         palette = None
         for _, binding, enabled, tooltip in screen.active_bindings.values():
             entry = (
@@ -61,7 +65,8 @@ class KeyBar(Widget, can_focus=False):
             if binding.key == self.app.COMMAND_PALETTE_BINDING:
                 palette = entry
             elif binding.show:
-                keys.append(entry)
+                (first if binding.action in ("quit", "app.quit") else keys).append(entry)
+        keys = first + keys
         if palette is not None and self.app.ENABLE_COMMAND_PALETTE:
             keys.append(palette)
         if keys != self.keys:
@@ -82,7 +87,7 @@ class KeyBar(Widget, can_focus=False):
             text.append(" ")
         return text
 
-    def _key_at(self, x: int) -> tuple[str, str, str, bool, str] | None:
+    def _key_at(self, x: int) -> Key | None:
         for start, end, index in self._spans:
             if start <= x < end:
                 return self.keys[index]

@@ -1,6 +1,10 @@
-"""The console's keys: each binding (key, action, label, id, tooltip), and the rules of which key
-applies where (`applies`, what the app's `check_action` answers). The key bar (`keybar.py`) shows
-them; the rules are a pure function of plain values, tested as a table."""
+"""The console's keys that act from every view (quit, back, the heartbeat, a stage by hand, the runs'
+filter, the engine's problems, starting the engine), the number keys that show the views, and
+`applies`: which key applies where (what `check_action` answers), a pure function of plain values.
+
+Each view binds its own keys (`View.BINDINGS`) and says when one of them acts (`View.key_state`);
+`applies` reads them from the registry, so that one table of rules (tests/unit/console/test_keys.py)
+covers the keys of every view and of the console."""
 
 from __future__ import annotations
 
@@ -9,79 +13,40 @@ from typing import Final
 
 from textual.binding import Binding, BindingType
 
-from .diffview import MIN_SPLIT
 from .model import ChangeEntry
-from .views import VIEWS
+from .views import VIEWS, Registry, View
 
-BINDINGS: Final[list[BindingType]] = [
+# The app's: quitting, and starting the engine the console follows.
+APP_KEYS: Final[list[BindingType]] = [
     Binding("q", "quit", "Quit", id="app.quit", tooltip="Close the console (the engine keeps running)"),
-    # The view keys are shown in the view bar ("1 Hook runs"), not in the key bar.
-    *[
-        Binding(key, f"show_tab('{view}')", label, id=f"view.{view}", show=False)
-        for view, key, label in VIEWS
-    ],
-    Binding("enter", "open", "Open", id="nav.open", tooltip="Open what the selected row leads to"),
+    Binding("E", "start_engine", "Start engine", id="engine.start", tooltip="Start the workspace's engine"),
+]
+
+# The main screen's: they act from every view.
+SCREEN_KEYS: Final[list[BindingType]] = [
     Binding("escape", "go_back", "Back", id="nav.back", tooltip="Back to where enter came from"),
     Binding("f", "fire_heartbeat", "Fire", id="heartbeat.fire", tooltip="Run one heartbeat tick now"),
     Binding("p", "toggle_pause", "Pause/resume", id="heartbeat.pause", tooltip="Pause or resume the timer"),
-    Binding("a", "approve", "Approve", id="change.approve", tooltip="Approve the selected change"),
-    Binding("r", "revert", "Revert", id="change.revert", tooltip="Revert the selected change (asks first)"),
-    Binding(
-        "d",
-        "reject",
-        "Reject",
-        id="change.reject",
-        tooltip="Reject the selected pending change (asks why)",
-    ),
-    Binding(
-        "e",
-        "replay",
-        "Replay",
-        id="change.replay",
-        tooltip="Replay the selected change on recorded traffic: what it changes for the agent",
-    ),
-    # Reading a diff (self-modifications view).
-    Binding(
-        "w",
-        "diff_wide",
-        "Wide",
-        id="diff.wide",
-        tooltip="The diff at the full width, the table out of the way",
-    ),
-    Binding(
-        "v",
-        "diff_split",
-        "Split",
-        id="diff.side_by_side",
-        tooltip=f"Old and new side by side (needs {MIN_SPLIT} columns), or unified",
-    ),
-    Binding(
-        "o",
-        "diff_file",
-        "File",
-        id="diff.file",
-        tooltip="The whole file at this change with its changes marked, or back to the diff",
-    ),
-    Binding(
-        "n",
-        "toggle_needs_review",
-        "Needs review",
-        id="change.needs-review",
-        tooltip="Show only what needs review",
-    ),
     Binding("s", "run_stage", "Run stage", id="stage.run", tooltip="Dispatch a stage by hand"),
-    Binding("g", "follow", "Follow", id="runs.follow", tooltip="Jump to the newest row and follow"),
-    Binding("x", "toggle_failures", "Failures", id="runs.failures", tooltip="Show only failed runs"),
     Binding(
         "slash", "focus_filter", "Filter", id="runs.filter", tooltip="Filter runs by stage, hook, session"
     ),
-    Binding(
-        "t", "toggle_schemas", "Schemas", id="sessions.schemas", tooltip="The tools offered, with schemas"
-    ),
-    Binding("m", "more", "More", id="detail.more", tooltip="See a truncated field in full"),
     Binding("c", "problems", "Problems", id="engine.problems", tooltip="The engine's config errors in full"),
-    Binding("E", "start_engine", "Start engine", id="engine.start", tooltip="Start the workspace's engine"),
 ]
+
+
+def view_keys(views: Registry) -> list[BindingType]:
+    """A number key per view, by its place in the registry. They are shown in the view bar
+    ("1 Hook runs"), not in the key bar."""
+    return [
+        Binding(str(n), f"show_tab('{view.NAME}')", view.LABEL, id=f"view.{view.NAME}", show=False)
+        for n, view in enumerate(views, 1)
+    ]
+
+
+def actions_of(view: type[View]) -> set[str]:
+    """The actions the keys of `view` run."""
+    return {binding.action for binding in Binding.make_bindings(view.BINDINGS)}
 
 
 @dataclass(frozen=True)
@@ -100,39 +65,19 @@ class Where:
     workspace: bool = False
 
 
-def applies(action: str, where: Where) -> bool | None:
+def applies(action: str, where: Where, views: Registry = VIEWS) -> bool | None:
     """As Textual's `check_action`: True, the key applies; None, it is shown dimmed (nothing here
     for it to act on, such as no change selected); False, it is not shown in this view at all."""
-    # Keys that only mean something in some views are shown only there.
-    tab = where.view
-    if action in ("follow", "toggle_failures"):
-        return tab == "runs" or (action == "follow" and tab in ("stages", "changes", "tools"))
-    if action == "more":
-        return tab in ("runs", "stages", "sessions", "heartbeat", "tools")
-    if action == "toggle_schemas":
-        return tab == "sessions"
-    if action == "toggle_needs_review":
-        return tab == "changes"
-    if action in ("diff_wide", "diff_split", "diff_file"):
-        if tab != "changes":
+    shown = next((view for view in views if where.view == view.NAME), None)
+    if any(action in actions_of(view) for view in views):
+        # A view's own key: only in the views that bind it, and as the view says.
+        if shown is None or action not in actions_of(shown):
             return False
-        return action != "diff_file" or where.change is not None or None
-    if action == "open":
-        return tab in ("runs", "tools", "changes", "stages")
+        return shown.key_state(action, where.change)
     if action == "go_back":
         return where.back or where.typing
     if action == "problems":
         return where.problems
     if action == "start_engine":
         return not where.connected and where.workspace
-    if action in ("approve", "revert", "reject", "replay"):
-        change = where.change
-        if change is None:
-            return None if tab == "changes" else False
-        if action == "reject" and not change.awaits_decision:
-            return None
-        if action == "approve" and change.pending_id and not change.awaits_decision:
-            return None
-        if action == "revert" and not change.revertible:
-            return None
     return True

@@ -33,12 +33,15 @@ from engine.protocol.records import (
     JSONDict,
     Notice,
     OpencodeChanged,
-    Provenance,
     ReplayProgress,
     ReplayResult,
     ReviewRecorded,
     SessionChanged,
 )
+
+# The rows the model holds (entries.py), named here with it.
+from .entries import ChangeEntry as ChangeEntry
+from .entries import RunFilter as RunFilter
 
 HISTORY_LIMIT: Final = 500  # records each table is filled with from the journal (or git)
 MAX_ROWS: Final = 1000  # rows a live table keeps (the journal keeps everything)
@@ -76,106 +79,6 @@ _ROUTES: Final = {
 def brief_run(data: JSONDict) -> HookRun:
     """A hook run as a list shows it: the brief fields only (details are fetched when selected)."""
     return HookRun.from_dict({"input": {}, **{k: data[k] for k in BRIEF_RUN_FIELDS if k in data}})
-
-
-@dataclass(frozen=True)
-class RunFilter:
-    """The hook runs view's filters, as last applied (enter in a field, or the failures switch)."""
-
-    stage: str | None = None
-    hook: str | None = None
-    session: str | None = None
-    failed: bool = False
-
-    def params(self) -> dict[str, Any]:
-        """The query parameters of `GET /v1/runs` that filter the same way."""
-        values: dict[str, Any] = {
-            k: v for k in ("stage", "hook", "session") if (v := getattr(self, k)) is not None
-        }
-        if self.failed:
-            values["failed"] = True
-        return values
-
-    def matches(self, run: HookRun) -> bool:
-        if self.failed and not run.error:
-            return False
-        return all(
-            getattr(run, k) == value
-            for k in ("stage", "hook", "session")
-            if (value := getattr(self, k)) is not None
-        )
-
-
-@dataclass(frozen=True)
-class ChangeEntry:
-    """A row of the self-modifications view: a commit, or a change held for review."""
-
-    key: str  # the commit's sha, or the pending change's id
-    subject: str
-    origin: str  # a commit's origin (agent, operator, ..., manual), or "pending"
-    time: float | None
-    files: list[str]
-    trailers: dict[str, str | None]
-    sha: str | None = None
-    review: str | None = None
-    pending_id: str | None = None
-    # unreviewed, approved, reverted, none (needs no review); for a held change: pending, rejected
-    # or stale
-    state: str = "none"
-    reverted_by: str | None = None
-    provenance: Provenance | None = None
-    note: str | None = None  # why a held change was rejected (or could not be installed)
-
-    @classmethod
-    def commit(cls, change: Change) -> ChangeEntry:
-        return cls(
-            key=change.sha,
-            subject=change.subject,
-            origin=change.origin,
-            time=change.time,
-            files=list(change.files),
-            trailers=dict(change.trailers),
-            sha=change.sha,
-            review=change.review,
-            state=change.state,
-            reverted_by=change.reverted_by,
-            provenance=change.provenance,
-        )
-
-    @classmethod
-    def pending(cls, change: PendingChange) -> ChangeEntry:
-        return cls(
-            key=change.id,
-            subject=change.message,
-            origin="pending",
-            time=change.created_at,
-            files=[change.file],
-            trailers={"tool": change.tool, "session": change.session, "call": change.call_id},
-            pending_id=change.id,
-            state=change.status,
-            provenance=change.provenance,
-            note=change.note,
-        )
-
-    @property
-    def revertible(self) -> bool:
-        """A commit other than the first can be undone; a pending change is rejected instead."""
-        return self.pending_id is None and self.origin != "initial"
-
-    @property
-    def awaits_decision(self) -> bool:
-        """A held change not yet approved or rejected."""
-        return self.pending_id is not None and self.state == "pending"
-
-    @property
-    def needs_review(self) -> bool:
-        """What the operator has still to look at: held changes, and unreviewed self-modifications."""
-        return self.awaits_decision or self.state == "unreviewed"
-
-    @property
-    def session(self) -> str | None:
-        found = self.provenance.session if self.provenance else None
-        return found or self.trailers.get("session")
 
 
 @dataclass

@@ -1,59 +1,48 @@
-"""The console's commands in the command palette (ctrl+p), with namespaced titles."""
+"""The console's commands in the command palette (ctrl+p), with namespaced titles.
+
+The palette asks the screen it was opened on for its commands (`Commands`): the main screen lists
+the console-wide ones, each view's own (`View.COMMANDS`) and one `view:` command per view of the
+registry, so a new view brings its commands with it.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any, ClassVar
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
 
-from textual.app import App
 from textual.command import Hit, Hits, Provider
 
-from .views import VIEWS
+
+@dataclass(frozen=True)
+class Command:
+    """A command: its title in the palette ("change: approve selected"), the action it runs, and what
+    it does. `show`: a view's command shows its view first; without, it acts only while its view
+    is shown (a decision on "the selected change" needs the changes view's selection)."""
+
+    title: str
+    action: str
+    help: str = ""
+    show: bool = True
 
 
-def _runner(app: App[Any], action: str) -> Callable[[], Any]:
-    async def run() -> None:
-        for step in action.split(";"):  # e.g. switch to a view, then act in it
-            await app.run_action(step)
+Run = Callable[[], Awaitable[None]]
 
-    return run
+
+@runtime_checkable
+class Commands(Protocol):
+    """A screen that offers commands: each with what runs it."""
+
+    def commands(self) -> Iterable[tuple[Command, Run]]: ...
 
 
 class EvolveCommands(Provider):
-    COMMANDS: ClassVar[list[tuple[str, str, str]]] = [
-        ("heartbeat: fire now", "fire_heartbeat", "run one heartbeat tick now"),
-        ("heartbeat: pause or resume", "toggle_pause", "stop or restart the heartbeat timer"),
-        ("change: approve selected", "approve", "record an approval of the selected change in git"),
-        ("change: revert selected", "revert", "undo the selected change with a new commit"),
-        ("change: reject selected pending change", "reject", "drop a change that awaits review"),
-        ("change: replay selected", "replay", "what the change does to the agent's recorded traffic"),
-        ("diff: full width or beside the table", "show_tab('changes');diff_wide", "w in view 5"),
-        ("diff: side by side or unified", "show_tab('changes');diff_split", "v in view 5"),
-        ("diff: whole file or diff", "show_tab('changes');diff_file", "o in view 5"),
-        (
-            "change: only what needs review",
-            "show_tab('changes');toggle_needs_review",
-            "hide what needs no look",
-        ),
-        (
-            "go: the turn that made the selected change",
-            "show_tab('changes');open",
-            "its agent's words, call, runs",
-        ),
-        ("go: the session of the selected row", "open_session", "from a run, a tool call or a change"),
-        ("go: back", "go_back", "to where the last enter came from"),
-        ("sessions: tools offered with schemas", "show_tab('sessions');toggle_schemas", "t in view 3"),
-        ("stage: run by hand", "run_stage", "dispatch a stage to every hook with an input you edit"),
-        ("runs: follow new runs", "show_tab('runs');follow", "jump to the newest run and keep following"),
-        ("runs: failures only", "show_tab('runs');toggle_failures", "show only failed hook runs"),
-        ("engine: show its problems", "problems", "config errors and warnings in full"),
-        ("engine: start it", "start_engine", "start the workspace's engine when it is down"),
-        *[(f"view: {label.lower()}", f"show_tab('{view}')", "") for view, _, label in VIEWS],
-    ]
-
     async def search(self, query: str) -> Hits:
+        screen = self.screen
+        if not isinstance(screen, Commands):
+            return
         matcher = self.matcher(query)
-        for title, action, help_text in self.COMMANDS:
-            score = matcher.match(title)
+        for command, run in screen.commands():
+            score = matcher.match(command.title)
             if score > 0:
-                yield Hit(score, matcher.highlight(title), _runner(self.app, action), help=help_text)
+                yield Hit(score, matcher.highlight(command.title), run, help=command.help)

@@ -20,13 +20,12 @@ from engine.protocol.records import Provenance
 from engine.protocol.stages import ROWS
 
 from .client import EngineClient, EngineError
+from .describe import evidence_text, message_lines
 from .detail import DetailPane, Part
 from .format import as_json, clock_time, date_time, duration
 from .keybar import KeyBar
 from .model import ChangeEntry
 from .table import KeyedTable
-from .views.sessions import message_lines
-from .views.tools import evidence_text
 
 TURN_ENDS = tuple(row.stage.value for row in ROWS if row.ends_turn)  # the stages that close a turn
 

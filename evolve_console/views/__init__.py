@@ -1,12 +1,13 @@
-"""The console's six views, one module each: hook runs, stage results, sessions, heartbeat,
-self-modifications, tool calls. Each draws what the model holds; none fetches anything itself."""
+"""The console's views, in order: the registry. Each view is one module (a `View`: its table, its
+detail, its keys and their handlers); `VIEWS` lists them, and the view bar, the number keys (a
+view's place in the list), the palette's `view:` commands, drawing on model updates and navigation
+all come from it. A new view is its module and a line here."""
 
 from __future__ import annotations
 
 from typing import Final
 
-from textual.widget import Widget
-
+from .base import TableView, View
 from .changes import ChangesView
 from .heartbeat import HeartbeatView
 from .runs import RunsView
@@ -14,31 +15,26 @@ from .sessions import SessionsView
 from .stages import StagesView
 from .tools import ToolCallsView
 
-VIEWS: Final = [  # (view id, key, label): the view bar, the view keys and the palette's view commands
-    ("runs", "1", "Hook runs"),
-    ("stages", "2", "Stage results"),
-    ("sessions", "3", "Sessions"),
-    ("heartbeat", "4", "Heartbeat"),
-    ("changes", "5", "Self-modifications"),
-    ("tools", "6", "Tool calls"),
-]
+Registry = tuple[type[View], ...]
 
-PAGES: Final[dict[str, type[Widget]]] = {
-    "runs": RunsView,
-    "stages": StagesView,
-    "sessions": SessionsView,
-    "heartbeat": HeartbeatView,
-    "changes": ChangesView,
-    "tools": ToolCallsView,
-}
+VIEWS: Final[Registry] = (
+    RunsView,
+    StagesView,
+    SessionsView,
+    HeartbeatView,
+    ChangesView,
+    ToolCallsView,
+)
 
 __all__ = [
-    "PAGES",
     "VIEWS",
     "ChangesView",
     "HeartbeatView",
+    "Registry",
     "RunsView",
     "SessionsView",
     "StagesView",
+    "TableView",
     "ToolCallsView",
+    "View",
 ]

@@ -1,27 +1,34 @@
 """View 5, self-modifications: the workspace's git history and the changes held for review, each with
 where it came from and its review state; the selected change with why it was made, what was checked,
-and its diff (`DiffView`: full width, side by side, whole file)."""
+and its diff (`ChangeDetail`: full width, side by side, whole file). The operator's decisions on the
+selected change (approve, revert, reject) are made here, each asked first where it must be."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
+from textual import on, work
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
 from textual.widgets import Button
 
-from ..changesource import WholeFile
-from ..detail import Part
-from ..diffmodel import FileDiff
-from ..diffview import MIN_SPLIT, DiffView, Prepared
-from ..format import as_json, clock_time, date_time, preview, short
-from ..model import ChangeEntry
-from ..table import KeyedTable
-from .tools import evidence_text
+from engine.protocol.records import ReplayProgress
 
-Namer = Callable[[str | None], str]
+from .. import decisions
+from ..agent import Agent
+from ..difflayout import MIN_SPLIT
+from ..format import clock_time
+from ..messages import Go, Reload, Toast
+from ..model import ChangeEntry, ConsoleModel, Part, Update
+from ..palette import Command
+from ..replay import ReplayScreen
+from ..screens import ConfirmScreen, RejectScreen, RevertChoice, RevertScreen
+from ..table import KeyedTable
+from ..turn import TurnScreen, load_turn
+from .base import FOLLOW, OPEN, TableView
+from .changedetail import ChangeDetail, state_text
 
 ORIGIN_STYLES = {
     "agent": "bold magenta",
@@ -31,28 +38,106 @@ ORIGIN_STYLES = {
     "pending": "bold red",
     "hook": "blue",
 }
-
-# How each review state reads in the table, and its colour.
-STATES = {
-    "unreviewed": ("not reviewed", "bold yellow"),
-    "approved": ("approved", "green"),
-    "reverted": ("reverted", "dim strike"),
-    "none": ("no review", "dim"),
-    "pending": ("awaits review", "bold red reverse"),
-    "rejected": ("rejected", "red"),
-    "stale": ("stale", "red"),
-}
+DECISIONS = ("approve", "revert", "reject")  # the keys its buttons mirror
 
 
-def state_text(c: ChangeEntry) -> Text:
-    label, style = STATES.get(c.state, (c.state, ""))
-    if c.state == "reverted" and c.reverted_by:
-        label = f"reverted by {c.reverted_by[:7]}"
-    return Text(label, style=style)
+def change_row(c: ChangeEntry) -> tuple[str, list[Any]]:
+    origin = c.origin or "manual"
+    who = "agent (held)" if origin == "pending" else origin
+    return str(c.key), [
+        clock_time(c.time),
+        Text(who, style=ORIGIN_STYLES.get(origin, "")),
+        c.subject,
+        ", ".join(c.files or []),
+        state_text(c),
+    ]
 
 
-class ChangesView(Vertical):
+class ChangesView(TableView):
     """The history with origin and review state, and the selected change in detail."""
+
+    NAME = "changes"
+    LABEL = "Self-modifications"
+    PARTS = frozenset({Part.CHANGES})
+    BINDINGS: ClassVar[list[BindingType]] = [
+        OPEN,
+        Binding("a", "approve", "Approve", id="change.approve", tooltip="Approve the selected change"),
+        Binding(
+            "r", "revert", "Revert", id="change.revert", tooltip="Revert the selected change (asks first)"
+        ),
+        Binding(
+            "d",
+            "reject",
+            "Reject",
+            id="change.reject",
+            tooltip="Reject the selected pending change (asks why)",
+        ),
+        Binding(
+            "e",
+            "replay",
+            "Replay",
+            id="change.replay",
+            tooltip="Replay the selected change on recorded traffic: what it changes for the agent",
+        ),
+        Binding(
+            "w",
+            "diff_wide",
+            "Wide",
+            id="diff.wide",
+            tooltip="The diff at the full width, the table out of the way",
+        ),
+        Binding(
+            "v",
+            "diff_split",
+            "Split",
+            id="diff.side_by_side",
+            tooltip=f"Old and new side by side (needs {MIN_SPLIT} columns), or unified",
+        ),
+        Binding(
+            "o",
+            "diff_file",
+            "File",
+            id="diff.file",
+            tooltip="The whole file at this change with its changes marked, or back to the diff",
+        ),
+        Binding(
+            "n",
+            "toggle_needs_review",
+            "Needs review",
+            id="change.needs-review",
+            tooltip="Show only what needs review",
+        ),
+        FOLLOW,
+    ]
+    COMMANDS = (
+        Command(
+            "change: approve selected",
+            "approve",
+            "record an approval of the selected change in git",
+            show=False,
+        ),
+        Command(
+            "change: revert selected", "revert", "undo the selected change with a new commit", show=False
+        ),
+        Command(
+            "change: reject selected pending change", "reject", "drop a change that awaits review", show=False
+        ),
+        Command(
+            "change: replay selected",
+            "replay",
+            "what the change does to the agent's recorded traffic",
+            show=False,
+        ),
+        Command("diff: full width or beside the table", "diff_wide", "w in view 5"),
+        Command("diff: side by side or unified", "diff_split", "v in view 5"),
+        Command("diff: whole file or diff", "diff_file", "o in view 5"),
+        Command("change: only what needs review", "toggle_needs_review", "hide what needs no look"),
+        Command("go: the turn that made the selected change", "open", "its agent's words, call, runs"),
+    )
+
+    def __init__(self, agent: Agent) -> None:
+        super().__init__(agent)
+        self.needs_review_only = False  # the table shows only what needs review
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="change-actions"):
@@ -70,81 +155,168 @@ class ChangesView(Vertical):
                 ],
                 id="changes-table",
             )
-            yield DiffView("select a change", id="change-detail", classes="detail")
+            yield ChangeDetail(self.agent, id="change-detail", classes="detail")
 
-    def row(self, c: ChangeEntry, name: Namer) -> tuple[str, list[Any]]:
-        origin = c.origin or "manual"
-        who = "agent (held)" if origin == "pending" else origin
-        return str(c.key), [
-            clock_time(c.time),
-            Text(who, style=ORIGIN_STYLES.get(origin, "")),
-            c.subject,
-            ", ".join(c.files or []),
-            state_text(c),
-        ]
+    @property
+    def detail(self) -> ChangeDetail:
+        return self.query_one(ChangeDetail)
 
-    @staticmethod
-    def head(c: ChangeEntry, name: Namer) -> tuple[Text, list[Part]]:
-        """What the operator needs above the diff: who, why, what was checked, where it stands."""
-        head = Text()
-        head.append(c.subject or "", style="bold")
-        head.append(f"\n{c.origin} · {date_time(c.time)}")
-        if c.sha:
-            head.append(f" · {c.sha[:12]}")
-        head.append(" · ")
-        head.append_text(state_text(c))
-        if c.review:
-            head.append(f"\n{c.review}", style="green")
-        if c.note:
-            head.append(f"\n{c.note}", style="red")
-        prov = c.provenance
-        session = c.session
-        if session:
-            title = prov.session_title if prov else None
-            head.append(f"\nsession {title or name(session)} ({session})")
-        for key in ("tool", "call", "stage", "file"):
-            if c.trailers.get(key):
-                head.append(f"\n{key}: {c.trailers[key]}")
-        if prov is not None:
-            head.append("\nenter: the turn that made it", style="dim")
-        parts: list[Part] = []
-        if prov is not None:
-            parts.append(
-                Part("said", "why: what the agent said before the call", prov.agent_text, empty="(nothing)")
-            )
-            if prov.reasoning:
-                parts.append(Part("reasoning", "its reasoning", prov.reasoning))
-            parts.append(Part("call", f"the call: {prov.tool}", as_json(prov.args)))
-            if prov.validation is not None:
-                parts.append(Part("validation", "what was checked", evidence_text(prov.validation)))
-            elif any(f.startswith("hooks/") for f in c.files):
-                parts.append(
-                    Part("validation", "what was checked", "", empty="(no test ran: the hook has none)")
-                )
-        return head, parts
+    # ---- drawing and the selected change -------------------------------------------------------
 
-    def show_change(
-        self, c: ChangeEntry, diff: Prepared | str, truncated: bool, name: Namer, extra: Text | None = None
-    ) -> None:
-        head, parts = self.head(c, name)
-        if extra is not None:  # the latest replay's summary
-            head.append("\n")
-            head.append_text(extra)
-        for part in parts:  # the diff pane draws one head: the parts above the diff go into it
-            head.append(f"\n\n{part.title}\n", style="bold")
-            if part.text:
-                shown, more = preview(part.text, 4000)  # keeps the lines: a test's output, the arguments
-                head.append(shown + (f"\n… {more:,} more characters (the turn: enter)" if more else ""))
-            else:
-                head.append(part.empty, style="dim")
-        if truncated:
-            head.append("\n(diff truncated; see it in full with git show)", style="yellow")
-        self.shown_key = c.key
-        self.query_one(DiffView).show(head, diff, empty="(no textual changes)")
+    def draw(self, part: Part) -> None:
+        shown = [c for c in self.model.changes.values() if c.needs_review or not self.needs_review_only]
+        self.show_rows([change_row(c) for c in shown])
+        self.refresh_decisions()
 
-    # ---- reading a diff ----------------------------------------------------------------------
+    def apply(self, update: Update) -> None:
+        super().apply(update)
+        # A replay of the selected change ended: its line in the detail says so now.
+        selected = self.selected_change()
+        ended = {r.target for r in update.replays if not isinstance(r, ReplayProgress)}
+        if selected is not None and (selected.pending_id or selected.key) in ended:
+            self.detail.load_change(selected)
 
-    shown_key: str | None = None  # the change whose diff is shown
+    def highlighted(self, key: str) -> None:
+        self.refresh_decisions()
+        change = self.model.changes.get(key)
+        if change is not None:
+            self.detail.load_change(change)
+
+    def selected_change(self) -> ChangeEntry | None:
+        key = self.selected_key()
+        return self.model.changes.get(key) if key else None
+
+    @classmethod
+    def session_of(cls, model: ConsoleModel, key: str | None) -> str | None:
+        found = model.changes.get(key) if key else None
+        return found.session if found else None
+
+    # ---- which keys act ------------------------------------------------------------------------
+
+    @classmethod
+    def key_state(cls, action: str, change: ChangeEntry | None) -> bool | None:
+        if action == "diff_file":
+            return change is not None or None
+        if action in ("approve", "revert", "reject", "replay"):
+            if change is None:
+                return None
+            if action == "reject" and not change.awaits_decision:
+                return None
+            if action == "approve" and change.pending_id and not change.awaits_decision:
+                return None
+            if action == "revert" and not change.revertible:
+                return None
+        return True
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return self.key_state(action, self.selected_change())
+
+    def refresh_decisions(self) -> None:
+        """The keys of the selected change, and its buttons, which mirror them."""
+        self.refresh_bindings()
+        for action in DECISIONS:
+            self.query_one(f"#change-{action}", Button).disabled = self.check_action(action, ()) is not True
+
+    # ---- decisions -----------------------------------------------------------------------------
+
+    @on(Button.Pressed, "#change-approve")
+    def action_approve(self) -> None:
+        change = self.selected_change()
+        if change is None:
+            return
+        question = decisions.approve_question(change)
+        if question is None:
+            self.approve_change(change)
+            return
+
+        def confirmed(yes: bool | None) -> None:
+            if yes:
+                self.approve_change(change)
+
+        self.app.push_screen(ConfirmScreen(*question), confirmed)
+
+    @work(group="actions", exit_on_error=False)
+    async def approve_change(self, change: ChangeEntry) -> None:
+        self.notify(await decisions.approve(self.agent.client, change), timeout=5)
+        self.post_message(Reload(Part.CHANGES))
+
+    @on(Button.Pressed, "#change-revert")
+    def action_revert(self) -> None:
+        change = self.selected_change()
+        if change is not None and change.revertible:
+            self.ask_revert(change)
+
+    @work(group="actions", exit_on_error=False)
+    async def ask_revert(self, change: ChangeEntry) -> None:
+        impact = await decisions.revert_impact(self.agent.client, change)
+
+        def chosen(choice: RevertChoice | None) -> None:
+            if choice is not None:
+                self.revert_change(change, choice)
+
+        question = decisions.revert_question(change)
+        self.app.push_screen(RevertScreen(question, change.files, impact, self.agent.name_session), chosen)
+
+    @work(group="actions", exit_on_error=False)
+    async def revert_change(self, change: ChangeEntry, choice: RevertChoice) -> None:
+        outcome = await decisions.revert(self.agent.client, change, choice)
+        if outcome.refused:
+            self.post_message(Toast(outcome.text, "error"))
+            return
+        self.notify(outcome.text, timeout=6)
+        self.post_message(Reload(Part.CHANGES))
+
+    @on(Button.Pressed, "#change-reject")
+    def action_reject(self) -> None:
+        change = self.selected_change()
+        if change is None or not change.awaits_decision:
+            return
+
+        def reason(given: str | None) -> None:
+            if given is not None:
+                self.reject_change(change, given)
+
+        self.app.push_screen(RejectScreen(change.subject), reason)
+
+    @work(group="actions", exit_on_error=False)
+    async def reject_change(self, change: ChangeEntry, reason: str) -> None:
+        self.notify(await decisions.reject(self.agent.client, change, reason), timeout=5)
+        self.post_message(Reload(Part.CHANGES))
+
+    # ---- other keys ----------------------------------------------------------------------------
+
+    def action_open(self) -> None:
+        """Enter: the turn that made the selected change."""
+        change = self.selected_change()
+        if change is not None:
+            self.open_turn(change)
+
+    @work(group="actions", exit_on_error=False)
+    async def open_turn(self, change: ChangeEntry) -> None:
+        """The turn that made a change: its call, its hook runs, its session, on a screen."""
+        turn = await load_turn(self.agent.client, change)
+        if turn is None:
+            self.post_message(Toast("this change was not made by the agent in a session", "warning", 5))
+            return
+
+        def done(where: tuple[str, str] | None) -> None:
+            if where is not None:
+                self.post_message(Go("runs" if where[0] == "run" else "sessions", where[1]))
+
+        self.app.push_screen(TurnScreen(turn), done)
+
+    def action_replay(self) -> None:
+        change = self.selected_change()
+        if change is not None:
+            agent = self.agent
+            self.app.push_screen(ReplayScreen(lambda: agent.client, change))
+
+    def action_toggle_needs_review(self) -> None:
+        self.needs_review_only = not self.needs_review_only
+        self.draw(Part.CHANGES)
+        self.notify("only what needs review" if self.needs_review_only else "every change", timeout=2)
+
+    # ---- reading a diff --------------------------------------------------------------------------
 
     @property
     def wide(self) -> bool:
@@ -153,7 +325,7 @@ class ChangesView(Vertical):
     def set_wide(self, wide: bool) -> None:
         """The diff at the view's full width, the table out of the way; or both side by side again.
         The focus goes with the diff, and back to the table."""
-        table, diff = self.query_one(KeyedTable), self.query_one(DiffView)
+        table, diff = self.table, self.detail
         self.set_class(wide, "-wide")
         table.display = not wide
         if wide and not diff.has_focus:
@@ -163,14 +335,17 @@ class ChangesView(Vertical):
 
     def full_width(self) -> int:
         """The diff's width at the full width of the view (its text: without padding and scrollbar)."""
-        diff = self.query_one(DiffView)
+        diff = self.detail
         return self.size.width - (diff.outer_size.width - diff.scrollable_size.width)
 
-    def toggle_split(self) -> None:
+    def action_diff_wide(self) -> None:
+        self.set_wide(not self.wide)
+
+    def action_diff_split(self) -> None:
         """Side by side, or unified again. Side by side needs MIN_SPLIT columns: the table goes out
         of the way when that makes room; when even the full width is too narrow, the operator is
         told so and nothing changes."""
-        diff = self.query_one(DiffView)
+        diff = self.detail
         if diff.split:
             diff.set_split(False)
             return
@@ -187,41 +362,5 @@ class ChangesView(Vertical):
             self.set_wide(True)  # the table goes out of the way to make room
         diff.set_split(True)
 
-    def file_to_show(self, change: ChangeEntry | None) -> FileDiff | None:
-        """The whole file or the diff again: from a whole file, back to the diff (None); else the
-        file at the top of the pane, to be fetched and shown whole, if `change` (the selected one)
-        is the change shown and that file can be shown whole (when not, the operator is told why)."""
-        diff = self.query_one(DiffView)
-        if diff.whole is not None:
-            diff.show_diff()
-            return None
-        file = diff.current_file()
-        if change is None or change.key != self.shown_key:
-            return None
-        if file is None:
-            self.notify("this change has no file to show", timeout=4)
-        elif file.binary:
-            self._binary(file)
-        elif file.new_path is None:
-            self.notify(f"this change deleted {file.path}: the diff shows all of it", timeout=5)
-        else:
-            return file
-        return None
-
-    def show_whole(self, key: str, file: FileDiff, whole: WholeFile) -> None:
-        """`file` of the change `key` whole, if that change is still the one shown and its diff is."""
-        if whole.binary:
-            self._binary(file)
-            return
-        diff = self.query_one(DiffView)
-        if self.shown_key == key and diff.whole is None:
-            diff.show_whole(
-                file.path, whole.content, f"{file.path}, whole, {whole.note}; o: back to the diff"
-            )
-
-    def _binary(self, file: FileDiff) -> None:
-        self.notify(f"{file.path} is a binary file: it cannot be shown", timeout=5)
-
-
-def short_subject(c: ChangeEntry) -> str:
-    return short(c.subject, 60)
+    def action_diff_file(self) -> None:
+        self.detail.toggle_file(self.selected_change())

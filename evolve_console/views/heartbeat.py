@@ -3,20 +3,34 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import ClassVar
 
 from rich.text import Text
+from textual import on, work
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.binding import BindingType
+from textual.containers import Horizontal
 from textual.widgets import Button, Label, ProgressBar, Static
 
 from engine.protocol import HeartbeatStatus
 
+from .. import controls
 from ..format import as_json, clock_time, countdown, date_time, duration, session_label, short
+from ..messages import Reload, Toast
+from ..model import Part
+from ..screens import MoreScreen
 from ..section import Section
+from .base import MORE, View
 
 
-class HeartbeatView(Vertical):
-    """Interval, countdown, state, the cleanup gauges, and the actions."""
+class HeartbeatView(View, can_focus=True):
+    """Interval, countdown, state, the cleanup gauges, and the actions. It takes the focus itself
+    when shown (it has no table), so that its keys apply."""
+
+    NAME = "heartbeat"
+    LABEL = "Heartbeat"
+    PARTS = frozenset({Part.HEARTBEAT})
+    BINDINGS: ClassVar[list[BindingType]] = [MORE]
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="heartbeat-actions"):
@@ -106,3 +120,51 @@ class HeartbeatView(Vertical):
             bar.display = False  # no gauge without a threshold (and no animation)
             text = f"{label}: {shown} (no threshold set)"
         self.query_one(f"#hb-{name}-label", Label).update(text)
+
+    # ---- drawing -----------------------------------------------------------------------------
+
+    def draw(self, part: Part) -> None:
+        heartbeat = self.model.heartbeat
+        if heartbeat is not None:
+            # While the engine does not answer, the status is as it was last known.
+            as_of = None if self.model.connected else self.agent.heard_at
+            self.show_status(heartbeat, self.agent.clock(), as_of, self.agent.name_session)
+
+    def tick(self) -> None:
+        if self.display:
+            self.draw(Part.HEARTBEAT)  # the countdown
+
+    def shown(self) -> None:
+        self.draw(Part.HEARTBEAT)
+
+    def action_more(self) -> None:
+        self.app.push_screen(MoreScreen("last tick", self.query_one("#hb-last", Section).full_text))
+
+    # ---- fire, pause and resume (its buttons, and f and p from every view) ----------------------
+
+    @on(Button.Pressed, "#hb-fire")
+    def fire_now(self) -> None:
+        """One tick now, waited for; what it did is told."""
+        self.notify("heartbeat: firing now…", timeout=3)
+        self.fire_heartbeat()
+
+    @on(Button.Pressed, "#hb-pause")
+    @on(Button.Pressed, "#hb-resume")
+    def pause_or_resume(self) -> None:
+        self.toggle_pause()
+
+    @work(group="actions", exit_on_error=False)
+    async def fire_heartbeat(self) -> None:
+        said, severity = await controls.fire(self.agent.client)
+        self.post_message(Toast(said, "information" if severity == "information" else "warning"))
+        self.post_message(Reload(Part.HEARTBEAT))
+
+    @work(group="actions", exit_on_error=False)
+    async def toggle_pause(self) -> None:
+        model = self.model
+        paused = bool(model.heartbeat and model.heartbeat.paused)
+        since = model.applied_seq
+        status = await controls.set_paused(self.agent.client, not paused)
+        model.apply_reload(Part.HEARTBEAT, status, since=since)
+        self.draw(Part.HEARTBEAT)
+        self.notify("heartbeat resumed" if paused else "heartbeat paused", timeout=3)

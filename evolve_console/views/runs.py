@@ -2,21 +2,30 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
+from textual import on, work
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
 from textual.widgets import Input, Label, Switch
 
 from engine.protocol import HookRun
 
+from ..agent import Agent
 from ..detail import DetailPane, Part
 from ..format import as_json, clock_time, date_time, duration
 from ..line import Line
-from ..model import RunFilter
+from ..messages import Reload
+from ..model import ConsoleModel, RunFilter, Update
+from ..model import Part as ModelPart
+from ..palette import Command
+from ..status import runs_line
 from ..table import KeyedTable
+from .base import FOLLOW, MORE, OPEN, TableView
 
 
 def status_text(run: HookRun) -> Text:
@@ -25,8 +34,27 @@ def status_text(run: HookRun) -> Text:
     return Text("ok", style="green")
 
 
-class RunsView(Vertical):
-    """Live hook runs with filters, and the selected run in detail."""
+class RunsView(TableView):
+    """Live hook runs with filters, and the selected run in detail (fetched when selected: the
+    table holds only what it shows)."""
+
+    NAME = "runs"
+    LABEL = "Hook runs"
+    PARTS = frozenset({ModelPart.RUNS, ModelPart.COUNTS})
+    BINDINGS: ClassVar[list[BindingType]] = [
+        OPEN,
+        FOLLOW,
+        Binding("x", "toggle_failures", "Failures", id="runs.failures", tooltip="Show only failed runs"),
+        MORE,
+    ]
+    COMMANDS = (
+        Command("runs: follow new runs", "follow", "jump to the newest run and keep following"),
+        Command("runs: failures only", "toggle_failures", "show only failed hook runs"),
+    )
+
+    def __init__(self, agent: Agent) -> None:
+        super().__init__(agent)
+        self.run: HookRun | None = None  # the selected run, in full
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="run-filters", classes="filters"):
@@ -96,3 +124,80 @@ class RunsView(Vertical):
                 Part("input", "input (JSON on stdin)", as_json(run.input)),
             ],
         )
+
+    # ---- drawing ---------------------------------------------------------------------------------
+
+    def draw(self, part: ModelPart) -> None:
+        if part is ModelPart.RUNS:
+            name = self.agent.name_session
+            self.table.replace_all([self.row(r, name) for r in self.model.runs.values()])
+            self._drop_stale_run()
+        self.render_counts()
+
+    def apply(self, update: Update) -> None:
+        if update.runs:
+            name = self.agent.name_session
+            self.table.upsert([self.row(r, name) for r in update.runs])
+        self.render_counts()
+
+    def tick(self) -> None:
+        self.render_counts()  # "received live" and the rows shown move on
+
+    def looked_at(self) -> None:
+        self.model.looked_at_runs()  # the failures are seen now
+
+    def render_counts(self) -> None:
+        """The line under the runs (`status.runs_line`)."""
+        table = self.table
+        self.query_one(Line).show(runs_line(self.model, table.row_count, table.following, table.unseen))
+
+    def _drop_stale_run(self) -> None:
+        """The selected run is no longer listed (a filter): its details go too."""
+        if self.run is not None and self.run.id not in self.table.rows:
+            self.run = None
+            self.query_one(DetailPane).show(Text("select a run"), [])
+
+    # ---- the selected run ------------------------------------------------------------------------
+
+    def highlighted(self, key: str) -> None:
+        self.render_counts()
+        self.load_run(key)
+
+    @work(exclusive=True, group="run-detail", exit_on_error=False)
+    async def load_run(self, run_id: str) -> None:
+        await asyncio.sleep(0.05)  # cursor moving fast: only the row it stops on is fetched
+        run = await self.agent.run(run_id)
+        self.run = run
+        self.show_run(run, self.agent.name_session)
+
+    @classmethod
+    def session_of(cls, model: ConsoleModel, key: str | None, run: HookRun | None = None) -> str | None:
+        """`run`: the selected run in full, which knows its session before the list does, when it
+        is that row."""
+        if run is not None and run.id == key:
+            return run.session
+        found = model.runs.get(key) if key else None
+        return found.session if found else None
+
+    def selected_session(self) -> str | None:
+        return self.session_of(self.model, self.selected_key(), self.run)
+
+    # ---- keys and filters ------------------------------------------------------------------------
+
+    def action_follow(self) -> None:
+        super().action_follow()
+        self.render_counts()
+
+    def action_toggle_failures(self) -> None:
+        switch = self.query_one("#filter-failed", Switch)
+        switch.value = not switch.value
+
+    def focus_filter(self) -> None:
+        """The first filter field takes the focus (`/`, from any view)."""
+        self.screen.set_focus(self.query_one("#filter-stage", Input))
+
+    @on(Input.Submitted, "#run-filters Input")
+    @on(Switch.Changed, "#filter-failed")
+    def filters_changed(self) -> None:
+        self.model.run_filter = self.run_filter()
+        self.post_message(Reload(ModelPart.RUNS))

@@ -3,60 +3,45 @@ it on its latest request: the system prompt exactly as sent, the tools offered, 
 
 from __future__ import annotations
 
-import json
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
+from textual import work
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.binding import Binding, BindingType
+from textual.containers import Horizontal
 
 from engine.protocol import SessionInfo
 
+from ..agent import Agent
+from ..describe import message_lines
 from ..detail import DetailPane, Part
-from ..format import as_json, date_time, session_label, short, size
+from ..format import as_json, date_time, session_label, size
+from ..model import Part as ModelPart
+from ..palette import Command
 from ..table import KeyedTable
-
-NOTIFICATION_MARK = "<assistant-notification>"
-
-
-def _text_of(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+from .base import MORE, TableView
 
 
-def message_lines(entry: dict[str, Any]) -> tuple[str, str]:
-    """A history entry as (its heading, its body): what the model read of that message."""
-    role = str(entry.get("role") or "?")
-    parts = [p for p in entry.get("parts") or [] if isinstance(p, dict)]
-    body: list[str] = []
-    for part in parts:
-        kind = part.get("type")
-        if kind == "text" and part.get("text"):
-            body.append(str(part["text"]))
-        elif kind == "reasoning" and part.get("text"):
-            body.append(f"(reasoning) {part['text']}")
-        elif kind == "tool":
-            found = part.get("state")
-            state: dict[str, Any] = found if isinstance(found, dict) else {}
-            call = f"→ tool {part.get('tool')} ({state.get('status') or '?'})"
-            if "input" in state:
-                call += f"\n  arguments: {short(_text_of(state['input']), 2000)}"
-            if state.get("output") is not None:
-                call += f"\n  result: {short(_text_of(state['output']), 2000)}"
-            if state.get("error"):
-                call += f"\n  error: {state['error']}"
-            body.append(call)
-    text = "\n".join(body)
-    kind = role
-    if role == "user" and NOTIFICATION_MARK in text:
-        kind = "notification (to the agent)"
-    elif role == "user" and parts and all(p.get("synthetic") for p in parts):
-        kind = "user (sent by evolve)"
-    agent = f" · agent {entry['agent']}" if entry.get("agent") else ""
-    return f"{kind}{agent} · {size(text)}", text
+class SessionsView(TableView):
+    """Every session the engine knows, and the selected one's context (fetched when selected, and
+    again when the session changes)."""
 
+    NAME = "sessions"
+    LABEL = "Sessions"
+    PARTS = frozenset({ModelPart.SESSIONS})
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(
+            "t", "toggle_schemas", "Schemas", id="sessions.schemas", tooltip="The tools offered, with schemas"
+        ),
+        MORE,
+    ]
+    COMMANDS = (Command("sessions: tools offered with schemas", "toggle_schemas", "t in view 3"),)
 
-class SessionsView(Vertical):
-    """Every session the engine knows, and the selected one's context."""
+    def __init__(self, agent: Agent) -> None:
+        super().__init__(agent)
+        self.session: SessionInfo | None = None  # the selected session, with its history
+        self.schemas_open = False  # the tools offered are shown with their schemas
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="split sessions-split"):
@@ -141,3 +126,34 @@ class SessionsView(Vertical):
                 ),
             ],
         )
+
+    def draw(self, part: ModelPart) -> None:
+        self.show_rows([self.row(s) for s in self.model.sessions.values()])
+        self._refresh_detail()
+
+    def highlighted(self, key: str) -> None:
+        self.load_session(key)
+
+    @work(exclusive=True, group="session-detail", exit_on_error=False)
+    async def load_session(self, session_id: str) -> None:
+        session = await self.agent.session(session_id)
+        self.session = session
+        self.show_session(session, self.schemas_open)
+
+    def _refresh_detail(self) -> None:
+        """The selected session changed (busy, tokens, a notification): show it anew."""
+        key = self.selected_key()
+        known = self.model.sessions.get(key) if key else None
+        shown = self.session
+        if (
+            known is not None
+            and shown is not None
+            and shown.id == key
+            and known.updated_at != shown.updated_at
+        ):
+            self.load_session(key)
+
+    def action_toggle_schemas(self) -> None:
+        self.schemas_open = not self.schemas_open
+        if self.session is not None:
+            self.show_session(self.session, self.schemas_open)

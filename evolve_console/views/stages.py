@@ -3,22 +3,31 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.binding import BindingType
+from textual.containers import Horizontal
 
 from engine.protocol import StageResult
 
 from ..detail import DetailPane, Part
 from ..format import as_json, clock_time, date_time, duration
 from ..line import Line
+from ..model import ConsoleModel, Update
+from ..model import Part as ModelPart
 from ..table import KeyedTable
+from .base import FOLLOW, MORE, OPEN, TableView
 
 
-class StagesView(Vertical):
+class StagesView(TableView):
     """Each stage dispatch: which hooks ran, the merged output, whether recover stepped in."""
+
+    NAME = "stages"
+    LABEL = "Stage results"
+    PARTS = frozenset({ModelPart.STAGES})
+    BINDINGS: ClassVar[list[BindingType]] = [OPEN, FOLLOW, MORE]
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="split"):
@@ -67,3 +76,22 @@ class StagesView(Vertical):
                 Part("context", "input context", as_json(d.context)),
             ],
         )
+
+    def draw(self, part: ModelPart) -> None:
+        name = self.agent.name_session
+        self.table.replace_all([self.row(d, name) for d in self.model.dispatches.values()])
+
+    def apply(self, update: Update) -> None:
+        if update.stages:
+            name = self.agent.name_session
+            self.table.upsert([self.row(d, name) for d in update.stages])
+
+    def highlighted(self, key: str) -> None:
+        found = self.model.dispatches.get(key)
+        if found is not None:
+            self.show_dispatch(found, self.agent.name_session)
+
+    @classmethod
+    def session_of(cls, model: ConsoleModel, key: str | None) -> str | None:
+        found = model.dispatches.get(key) if key else None
+        return found.session if found else None

@@ -4,18 +4,22 @@ error, how long it took, how it was permitted, and the change it produced."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.containers import Horizontal, Vertical
+from textual.binding import BindingType
+from textual.containers import Horizontal
 
 from engine.protocol import ToolCall
-from engine.protocol.records import Evidence
 
+from ..describe import evidence_text
 from ..detail import DetailPane, Part
-from ..format import as_json, clock_time, date_time, duration, short
+from ..format import as_json, clock_time, date_time, duration
+from ..model import ConsoleModel, Update
+from ..model import Part as ModelPart
 from ..table import KeyedTable
+from .base import FOLLOW, MORE, OPEN, TableView
 
 Namer = Callable[[str | None], str]
 
@@ -31,20 +35,13 @@ def call_status(call: ToolCall) -> Text:
     return Text("ok", style="green")
 
 
-def evidence_text(evidence: Evidence) -> str:
-    """The validation run behind a hook change, as a reviewer reads it."""
-    counts = ", ".join(
-        f"{n} {what}"
-        for n, what in ((evidence.passed, "passed"), (evidence.failed, "failed"), (evidence.total, "in all"))
-        if n is not None
-    )
-    exit_text = "did not finish" if evidence.exit_code is None else f"exit {evidence.exit_code}"
-    head = f"{evidence.command}: {'passed' if evidence.ok else 'FAILED'} ({exit_text}, {duration(evidence.duration_ms)})"
-    return head + (f"\ncounts: {counts}" if counts else "") + f"\n\n{evidence.output_tail}"
-
-
-class ToolCallsView(Vertical):
+class ToolCallsView(TableView):
     """Every tool call, newest last, and the selected one in full."""
+
+    NAME = "tools"
+    LABEL = "Tool calls"
+    PARTS = frozenset({ModelPart.TOOLS})
+    BINDINGS: ClassVar[list[BindingType]] = [OPEN, FOLLOW, MORE]
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="split"):
@@ -103,9 +100,21 @@ class ToolCallsView(Vertical):
             parts.append(Part("validation", "validation", evidence_text(call.validation)))
         self.query_one(DetailPane).show(head, parts)
 
+    def draw(self, part: ModelPart) -> None:
+        name = self.agent.name_session
+        self.table.replace_all([self.row(c, name) for c in self.model.tool_calls.values()])
 
-def tool_summary(call: ToolCall) -> str:
-    """One line for lists elsewhere (a turn, a session): the tool, its result, its change."""
-    result = call_status(call).plain
-    change = f" -> {call.commit[:10]}" if call.commit else ""
-    return f"{clock_time(call.started_at)}  {call.tool}  {result}{change}  {short(as_json(call.args), 80)}"
+    def apply(self, update: Update) -> None:
+        if update.tools:
+            name = self.agent.name_session
+            self.table.upsert([self.row(c, name) for c in update.tools])
+
+    def highlighted(self, key: str) -> None:
+        call = self.model.tool_calls.get(key)
+        if call is not None:
+            self.show_call(call, self.agent.name_session)
+
+    @classmethod
+    def session_of(cls, model: ConsoleModel, key: str | None) -> str | None:
+        found = model.tool_calls.get(key) if key else None
+        return found.session if found else None

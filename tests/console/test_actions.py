@@ -28,6 +28,7 @@ from evolve_console.screens import (
     StageScreen,
 )
 from evolve_console.section import Section
+from evolve_console.views import RunsView
 from tests.console.conftest import (
     StartEngine,
     cell_text,
@@ -676,9 +677,10 @@ def test_huge_and_binary_output_is_bounded(workspace: Path, start_engine: StartE
         runs = table(app, "runs")
         await wait_until(pilot, lambda: big in runs.rows and garbage in runs.rows, "the idle runs")
 
+        runs_view = app.query_one(RunsView)
         await select_row(pilot, runs, big)
         await wait_until(
-            pilot, lambda: app.run_detail is not None and app.run_detail.id == big, "the big run's details"
+            pilot, lambda: runs_view.run is not None and runs_view.run.id == big, "the big run's details"
         )
         await wait_until(pilot, lambda: is_cut(app, "run-detail", "stdout"), "the stdout field to be cut")
         pane = app.query_one("#run-detail", DetailPane)
@@ -698,7 +700,7 @@ def test_huge_and_binary_output_is_bounded(workspace: Path, start_engine: StartE
         runs.focus()
         await select_row(pilot, runs, garbage)
         await wait_until(
-            pilot, lambda: app.run_detail is not None and app.run_detail.id == garbage, "the garbage run"
+            pilot, lambda: runs_view.run is not None and runs_view.run.id == garbage, "the garbage run"
         )
         assert "not valid UTF-8" in detail_text(app, "run-detail", "error")
         body = detail_text(app, "run-detail", "stdout")

@@ -16,8 +16,9 @@ from textual.notifications import Notify
 from textual.pilot import Pilot
 
 from evolve_console.app import EvolveConsole
+from evolve_console.difflayout import MIN_SPLIT
 from evolve_console.diffmodel import parse
-from evolve_console.diffview import MIN_SPLIT, DiffView
+from evolve_console.diffview import DiffView
 from evolve_console.keybar import KeyBar
 from evolve_console.table import KeyedTable
 from tests.console.conftest import StartEngine, connected, select_row, settle, wait_until

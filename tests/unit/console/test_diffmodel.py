@@ -3,15 +3,9 @@ gate's diffs look like, read into files, hunks, numbered lines, pairs and change
 
 from __future__ import annotations
 
-from evolve_console.diffmodel import (
-    MAX_WORD_TOKENS,
-    Line,
-    changed_spans,
-    language_for,
-    pair_lines,
-    parse,
-    whole_file,
-)
+from evolve_console.diffmodel import Line, pair_lines, parse, whole_file
+from evolve_console.diffwords import MAX_WORD_TOKENS, changed_spans
+from evolve_console.languages import language_for
 
 
 def marked(text: str, spans: list[tuple[int, int]]) -> list[str]:

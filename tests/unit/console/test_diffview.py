@@ -16,7 +16,9 @@ from textual.pilot import Pilot
 from textual.selection import Selection
 from textual.strip import Strip
 
-from evolve_console.diffview import CONTINUATION, CR, MIN_SPLIT, NO_NEWLINE, DiffView
+from evolve_console.difflayout import MIN_SPLIT
+from evolve_console.diffprepare import CR, NO_NEWLINE
+from evolve_console.diffview import CONTINUATION, DiffView
 
 HOOK_EDIT = """\
 diff --git a/hooks/notes.py b/hooks/notes.py

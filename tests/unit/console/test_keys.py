@@ -10,7 +10,8 @@ from textual.binding import Binding
 
 from engine.protocol import Change, PendingChange
 from evolve_console.app import EvolveConsole
-from evolve_console.keys import BINDINGS, Where, applies
+from evolve_console.keys import APP_KEYS, SCREEN_KEYS, Where, applies, view_keys
+from evolve_console.mainscreen import MainScreen
 from evolve_console.model import ChangeEntry
 from evolve_console.views import VIEWS
 
@@ -48,7 +49,7 @@ def held(state: str = "pending") -> ChangeEntry:
     )
 
 
-ALL_VIEWS = [view for view, _, _ in VIEWS]
+ALL_VIEWS = [view.NAME for view in VIEWS]
 CHANGES = Where("changes")
 
 RULES: list[tuple[str, Where, bool | None]] = [
@@ -107,8 +108,19 @@ def test_which_key_applies_where(action: str, where: Where, expected: bool | Non
 
 
 def test_each_key_names_an_action_of_the_console_and_the_rules_name_only_those() -> None:
-    bound = {b.action.split("(")[0] for b in BINDINGS if isinstance(b, Binding)}
-    missing = sorted(a for a in bound if not callable(getattr(EvolveConsole, f"action_{a}", None)))
+    owners = [
+        (EvolveConsole, APP_KEYS),
+        (MainScreen, [*SCREEN_KEYS, *view_keys(VIEWS)]),
+        *[(view, view.BINDINGS) for view in VIEWS],
+    ]
+    bound: set[str] = set()
+    missing: list[str] = []
+    for owner, keys in owners:
+        actions = {b.action.split("(")[0] for b in keys if isinstance(b, Binding)}
+        missing += sorted(
+            f"{owner.__name__}.{a}" for a in actions if not callable(getattr(owner, f"action_{a}", None))
+        )
+        bound |= actions
     assert not missing, f"keys bound to actions the console does not have: {missing}"
     named = {action for action, _, _ in RULES} - {"open_session"}  # the palette's, not a key's
     assert named <= bound, f"rules for actions no key has: {sorted(named - bound)}"

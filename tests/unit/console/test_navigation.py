@@ -1,11 +1,18 @@
 """Where enter leads from a row, on plain data: the session of a run, a tool call, a stage result or a
-change, as the model knows it."""
+change, as the model knows it (each view says it for its rows: `View.session_of`)."""
 
 from __future__ import annotations
 
 from engine.protocol import Change, HookRun, StageResult, ToolCall
 from evolve_console.model import ChangeEntry, ConsoleModel
-from evolve_console.navigation import session_of
+from evolve_console.views import VIEWS, RunsView
+
+
+def session_of(model: ConsoleModel, view: str, key: str | None, run: HookRun | None = None) -> str | None:
+    """What the view named `view` says of its row `key` (`run`: the selected run in full)."""
+    if run is not None:
+        return RunsView.session_of(model, key, run)
+    return next(v for v in VIEWS if view == v.NAME).session_of(model, key)
 
 
 def test_the_session_of_the_selected_row_in_each_view() -> None:

@@ -424,6 +424,42 @@ def test_key_bar_shows_keys_and_clicks_press_them() -> None:
     run_app(app, scenario, size=(80, 6))
 
 
+class Panel(Vertical, can_focus=True):
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("g", "follow", "Follow")]
+
+    def action_follow(self) -> None:
+        pass
+
+
+class ChainApp(App[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding("f", "fire", "Fire"),
+        Binding("q", "quit", "Quit"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield Panel()
+        yield KeyBar(id="keys")
+
+    def action_fire(self) -> None:
+        pass
+
+
+def test_key_bar_lists_quit_then_the_focused_keys_then_the_rest_and_the_palette_last() -> None:
+    app = ChainApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        bar = app.query_one(KeyBar)
+        app.query_one(Panel).focus()
+        await pilot.pause()
+        assert [k[0] for k in bar.keys] == ["q", "g", "f", "ctrl+p"]
+        app.screen.set_focus(None)
+        await pilot.pause()
+        assert [k[0] for k in bar.keys] == ["q", "f", "ctrl+p"], "the focused widget's keys go with it"
+
+    run_app(app, scenario, size=(80, 6))
+
+
 class ViewsApp(App[None]):
     def compose(self) -> ComposeResult:
         yield Input(id="field")

@@ -1,0 +1,258 @@
+"""The console's main screen for one agent: the connection bar, the view bar, the views (one shown at
+a time), the key bar. It is built from the registry of views: it shows a view on its number key or
+a click on its label, hands each view the model's changes, goes from a row to another view's row
+(enter; escape comes back), and binds the keys that act from every view."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, cast
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import BindingType
+from textual.screen import Screen
+from textual.widgets import Input
+
+from . import controls
+from .agent import Agent
+from .keybar import KeyBar
+from .keys import SCREEN_KEYS, Where, applies, view_keys
+from .line import Line
+from .messages import Go, OpenSession, Toast
+from .model import Part, Update
+from .palette import Command, EvolveCommands, Run
+from .screens import MoreScreen, ResultScreen, StageScreen
+from .status import badges, has_problems, problems_text
+from .textual_private import skip_own_layout
+from .viewbar import ViewBar
+from .views import HeartbeatView, Registry, RunsView, View
+
+# The palette's commands that act from every view (each view adds its own, `View.COMMANDS`).
+COMMANDS: tuple[Command, ...] = (
+    Command("heartbeat: fire now", "fire_heartbeat", "run one heartbeat tick now"),
+    Command("heartbeat: pause or resume", "toggle_pause", "stop or restart the heartbeat timer"),
+    Command("go: the session of the selected row", "open_session", "from a run, a tool call or a change"),
+    Command("go: back", "go_back", "to where the last enter came from"),
+    Command("stage: run by hand", "run_stage", "dispatch a stage to every hook with an input you edit"),
+    Command("engine: show its problems", "problems", "config errors and warnings in full"),
+    Command("engine: start it", "app.start_engine", "start the workspace's engine when it is down"),
+)
+
+
+class MainScreen(Screen[None]):
+    """The views of one agent, and going between them."""
+
+    BINDINGS: ClassVar[list[BindingType]] = SCREEN_KEYS
+    COMMANDS: ClassVar = {EvolveCommands}
+    AUTO_FOCUS = ""  # the shown view says what takes the focus (`on_mount`), not the first widget
+
+    @classmethod
+    def of(cls, agent: Agent, views: Registry) -> MainScreen:
+        """The main screen of `views`. Textual reads a class's bindings once, when the class is
+        made, and the number keys come from the views: each registry gets a class of its own."""
+        keys = [*view_keys(views), *SCREEN_KEYS]
+        return cast(MainScreen, type(cls.__name__, (cls,), {"BINDINGS": keys})(agent, views))
+
+    def __init__(self, agent: Agent, views: Registry) -> None:
+        super().__init__()
+        self.agent = agent
+        self.view_classes = views
+        self.shown = views[0].NAME  # the view on screen
+        self.trail: list[tuple[str, str | None]] = []  # (view, selected key) to go back to
+        self._titles: dict[str, str | None] = {}  # the session titles the views were drawn with
+        # Made here, not in compose: the app draws the connection bar from its own mount on.
+        self.connection = Line(id="connection")
+        bar = [(view.NAME, str(n), view.LABEL) for n, view in enumerate(views, 1)]
+        self.view_bar = ViewBar(bar, shown=self.shown, id="views")
+        self._views: list[View] = [view(agent) for view in views]
+
+    def compose(self) -> ComposeResult:
+        yield self.connection
+        yield self.view_bar
+        for view in self._views:
+            view.display = self.shown == view.NAME
+            yield view
+        yield KeyBar(id="keys")
+
+    def on_mount(self) -> None:
+        self.set_focus(self.shown_view.focus_target())  # the arrow keys move through its rows at once
+
+    # ---- the views -------------------------------------------------------------------------------
+
+    @property
+    def views(self) -> list[View]:
+        """The views, in the registry's order."""
+        return self._views
+
+    def view(self, name: str) -> View:
+        return next(view for view in self._views if name == view.NAME)
+
+    @property
+    def shown_view(self) -> View:
+        return self.view(self.shown)
+
+    # ---- drawing the model ---------------------------------------------------------------------
+
+    def draw(self, part: Part) -> None:
+        """Show `part` as the model holds it now, in every view that shows it."""
+        for view in self.views:
+            if part in view.PARTS:
+                view.draw(part)
+        if part is Part.SESSIONS:
+            self._name_sessions()
+        self.render_badges()
+
+    def apply(self, update: Update) -> None:
+        """What a batch of events changed, to every view."""
+        with self.app.batch_update():
+            for view in self.views:
+                view.apply(update)
+            if Part.SESSIONS in update.redraw:
+                self._name_sessions()
+            self.render_badges()
+
+    def _name_sessions(self) -> None:
+        """The views name sessions by their titles: when a title changed, they draw everything anew."""
+        titles = {sid: s.title for sid, s in self.agent.model.sessions.items()}
+        if titles != self._titles:
+            self._titles = titles
+            for view in self.views:
+                view.redraw()
+
+    def tick(self) -> None:
+        for view in self.views:
+            view.tick()
+
+    def render_badges(self) -> None:
+        """What waits for the operator, beside each view's label."""
+        self.shown_view.looked_at()
+        self.view_bar.set_badges(badges(self.agent.model))
+
+    # ---- showing views and going between them ----------------------------------------------------
+
+    def action_show_tab(self, name: str) -> None:
+        old, new = self.shown_view, self.view(name)
+        if new is not old:
+            self.shown = name
+            old.display, new.display = False, True
+            # Lay the screen out once, now (the screen's layout covers both pages).
+            skip_own_layout(old)
+            skip_own_layout(new)
+            self.refresh(layout=True, repaint=False)  # the layout repaints what it moved
+            self.view_bar.shown = name
+            self.refresh_bindings()
+            new.shown()
+            self.render_badges()
+        # The focus goes with the view, in the same frame (every focus change repaints the whole
+        # screen); a widget of a hidden view must not keep it.
+        self.set_focus(new.focus_target())
+
+    @on(ViewBar.Selected)
+    def view_selected(self, event: ViewBar.Selected) -> None:
+        self.action_show_tab(event.view)
+
+    @on(Go)
+    def go(self, message: Go) -> None:
+        """Show a view with a row selected; escape comes back here."""
+        message.stop()
+        self.trail.append((self.shown, self.shown_view.selected_key()))
+        self._show_row(message.view, message.key)
+
+    def _show_row(self, name: str, key: str | None) -> None:
+        self.action_show_tab(name)
+        if key is not None and not self.shown_view.select(key):
+            self.post_message(Toast(f"{key} is not among the rows shown in this view", "warning", 5))
+
+    @on(OpenSession)
+    def open_session(self, message: OpenSession) -> None:
+        message.stop()
+        session = message.session
+        if not session:
+            self.post_message(Toast("no session here", "warning", 4))
+        elif session not in self.agent.model.sessions:
+            self.post_message(Toast(f"the engine knows no session {session}", "warning", 5))
+        else:
+            self.post_message(Go("sessions", session))
+
+    def action_open_session(self) -> None:
+        self.post_message(OpenSession(self.shown_view.selected_session()))
+
+    def action_go_back(self) -> None:
+        """Escape: out of a filter field, else back to where the last enter came from."""
+        if isinstance(self.focused, Input):
+            self.set_focus(self.shown_view.focus_target())
+            return
+        if self.trail:
+            self._show_row(*self.trail.pop())
+
+    # ---- keys that act from every view -----------------------------------------------------------
+
+    def where(self) -> Where:
+        """What decides whether the console's keys apply now (`keys.applies`)."""
+        model = self.agent.model
+        return Where(
+            view=self.shown,
+            typing=isinstance(self.focused, Input),
+            back=bool(self.trail),
+            connected=model.connected,
+            problems=has_problems(model.status),
+            workspace=self.agent.workspace is not None,
+        )
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        return applies(action, self.where(), self.view_classes)
+
+    def action_fire_heartbeat(self) -> None:
+        self.query_one(HeartbeatView).fire_now()
+
+    def action_toggle_pause(self) -> None:
+        self.query_one(HeartbeatView).toggle_pause()
+
+    def action_focus_filter(self) -> None:
+        self.action_show_tab(RunsView.NAME)
+        self.query_one(RunsView).focus_filter()
+
+    def action_problems(self) -> None:
+        status = self.agent.model.status
+        if status is not None:
+            self.app.push_screen(MoreScreen("the engine's configuration problems", problems_text(status)))
+
+    @on(Line.Clicked)
+    def connection_clicked(self, message: Line.Clicked) -> None:
+        if message.line is self.connection and self.check_action("problems", ()):
+            self.action_problems()
+
+    def action_run_stage(self) -> None:
+        def chosen(request: dict[str, Any] | None) -> None:
+            if request:
+                self.run_stage(request)
+
+        self.app.push_screen(StageScreen(), chosen)
+
+    @work(group="actions", exit_on_error=False)
+    async def run_stage(self, request: dict[str, Any]) -> None:
+        self.app.push_screen(ResultScreen(*await controls.run_stage(self.agent.client, request)))
+
+    # ---- the palette -----------------------------------------------------------------------------
+
+    def commands(self) -> list[tuple[Command, Run]]:
+        """The palette's commands: the console's, each view's own, and one to show each view."""
+        found: list[tuple[Command, Run]] = [(c, self._runner(c.action)) for c in COMMANDS]
+        for view in self.view_classes:
+            found += [(c, self._runner(c.action, view.NAME, c.show)) for c in view.COMMANDS]
+        for view in self.view_classes:
+            show = Command(f"view: {view.LABEL.lower()}", f"show_tab('{view.NAME}')")
+            found.append((show, self._runner(show.action)))
+        return found
+
+    def _runner(self, action: str, view: str | None = None, show: bool = True) -> Run:
+        async def run() -> None:
+            if view is None:
+                await self.app.run_action(action, self)
+                return
+            if show:
+                self.action_show_tab(view)
+            if self.shown == view:  # a command on the selected row needs its view shown
+                await self.app.run_action(action, self.view(view))
+
+        return run

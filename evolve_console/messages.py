@@ -1,0 +1,64 @@
+"""What a view tells the screen and the app, as messages: it never reaches into them.
+
+A view owns its table, its detail and its keys; what it cannot do on its own (show another view,
+fetch a part of the model anew, tell the operator something) it asks for with one of these, and
+they bubble up to the main screen (`Go`, `OpenSession`) or the app (`Reload`, `Toast`). The app's
+stream worker reports the connection with `ConnectionChanged`.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from textual.message import Message
+
+from .model import Part
+
+Severity = Literal["information", "warning", "error"]
+
+
+class Go(Message):
+    """Show the view `view` with its row `key` selected; escape comes back to where this came from."""
+
+    def __init__(self, view: str, key: str | None) -> None:
+        super().__init__()
+        self.view = view
+        self.key = key
+
+
+class OpenSession(Message):
+    """Show the session `session` in the sessions view (None: the row has none, the operator is told)."""
+
+    def __init__(self, session: str | None) -> None:
+        super().__init__()
+        self.session = session
+
+
+class Reload(Message):
+    """Fetch `part` from the engine anew and draw it (a filter changed, a decision was made)."""
+
+    def __init__(self, part: Part) -> None:
+        super().__init__()
+        self.part = part
+
+
+class Toast(Message):
+    """Tell the operator `text`; an error too long to read in a few seconds stays until clicked away."""
+
+    def __init__(self, text: str, severity: Severity = "information", timeout: float = 8.0) -> None:
+        super().__init__()
+        self.text = text
+        self.severity = severity
+        self.timeout = timeout
+
+
+class ConnectionChanged(Message):
+    """The connection to the engine changed (latest wins)."""
+
+    def __init__(self, connected: bool, detail: str) -> None:
+        super().__init__()
+        self.connected = connected
+        self.detail = detail
+
+    def can_replace(self, message: Message) -> bool:
+        return isinstance(message, ConnectionChanged)

@@ -1,0 +1,155 @@
+"""The selected change in the changes view: what the operator needs above its diff (who made it, why,
+what was checked, where it stands, its latest replay) and the diff itself, or one file of it whole.
+It fetches what it shows through the agent (`changesource.py`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rich.text import Text
+from textual import work
+
+from ..agent import Agent
+from ..changesource import WholeFile, change_diff, latest_replay, whole_file
+from ..describe import evidence_text
+from ..detail import Part
+from ..diffmodel import FileDiff
+from ..diffprepare import Prepared
+from ..diffview import DiffView
+from ..format import as_json, date_time, preview
+from ..model import ChangeEntry
+from ..replay import replay_line
+
+Namer = Callable[[str | None], str]
+
+# How each review state reads in the table, and its colour.
+STATES = {
+    "unreviewed": ("not reviewed", "bold yellow"),
+    "approved": ("approved", "green"),
+    "reverted": ("reverted", "dim strike"),
+    "none": ("no review", "dim"),
+    "pending": ("awaits review", "bold red reverse"),
+    "rejected": ("rejected", "red"),
+    "stale": ("stale", "red"),
+}
+
+
+def state_text(c: ChangeEntry) -> Text:
+    label, style = STATES.get(c.state, (c.state, ""))
+    if c.state == "reverted" and c.reverted_by:
+        label = f"reverted by {c.reverted_by[:7]}"
+    return Text(label, style=style)
+
+
+class ChangeDetail(DiffView):
+    """A change's head above its diff; `o` swaps the diff for the file at the top of the pane, whole."""
+
+    def __init__(self, agent: Agent, *, id: str, classes: str | None = None) -> None:
+        super().__init__("select a change", id=id, classes=classes)
+        self.agent = agent
+        self.shown_key: str | None = None  # the change whose diff is shown
+
+    @work(exclusive=True, group="change-detail", exit_on_error=False)
+    async def load_change(self, change: ChangeEntry) -> None:
+        """Fetch the change's latest replay and its diff, and show them."""
+        client = self.agent.client
+        extra = replay_line(await latest_replay(client, change))
+        prepared, truncated = await change_diff(client, change)
+        self.show_change(change, prepared, truncated, self.agent.name_session, extra)
+
+    @staticmethod
+    def head_of(c: ChangeEntry, name: Namer) -> tuple[Text, list[Part]]:
+        """What the operator needs above the diff: who, why, what was checked, where it stands."""
+        head = Text()
+        head.append(c.subject or "", style="bold")
+        head.append(f"\n{c.origin} · {date_time(c.time)}")
+        if c.sha:
+            head.append(f" · {c.sha[:12]}")
+        head.append(" · ")
+        head.append_text(state_text(c))
+        if c.review:
+            head.append(f"\n{c.review}", style="green")
+        if c.note:
+            head.append(f"\n{c.note}", style="red")
+        prov = c.provenance
+        session = c.session
+        if session:
+            title = prov.session_title if prov else None
+            head.append(f"\nsession {title or name(session)} ({session})")
+        for key in ("tool", "call", "stage", "file"):
+            if c.trailers.get(key):
+                head.append(f"\n{key}: {c.trailers[key]}")
+        if prov is not None:
+            head.append("\nenter: the turn that made it", style="dim")
+        parts: list[Part] = []
+        if prov is not None:
+            parts.append(
+                Part("said", "why: what the agent said before the call", prov.agent_text, empty="(nothing)")
+            )
+            if prov.reasoning:
+                parts.append(Part("reasoning", "its reasoning", prov.reasoning))
+            parts.append(Part("call", f"the call: {prov.tool}", as_json(prov.args)))
+            if prov.validation is not None:
+                parts.append(Part("validation", "what was checked", evidence_text(prov.validation)))
+            elif any(f.startswith("hooks/") for f in c.files):
+                parts.append(
+                    Part("validation", "what was checked", "", empty="(no test ran: the hook has none)")
+                )
+        return head, parts
+
+    def show_change(
+        self, c: ChangeEntry, diff: Prepared | str, truncated: bool, name: Namer, extra: Text | None = None
+    ) -> None:
+        head, parts = self.head_of(c, name)
+        if extra is not None:  # the latest replay's summary
+            head.append("\n")
+            head.append_text(extra)
+        for part in parts:  # the diff pane draws one head: the parts above the diff go into it
+            head.append(f"\n\n{part.title}\n", style="bold")
+            if part.text:
+                shown, more = preview(part.text, 4000)  # keeps the lines: a test's output, the arguments
+                head.append(shown + (f"\n… {more:,} more characters (the turn: enter)" if more else ""))
+            else:
+                head.append(part.empty, style="dim")
+        if truncated:
+            head.append("\n(diff truncated; see it in full with git show)", style="yellow")
+        self.shown_key = c.key
+        self.show(head, diff, empty="(no textual changes)")
+
+    # ---- one file whole ---------------------------------------------------------------------------
+
+    def toggle_file(self, change: ChangeEntry | None) -> None:
+        """The whole file or the diff again: from a whole file, back to the diff; else the file at
+        the top of the pane, fetched and shown whole, if `change` (the selected one) is the change
+        shown and that file can be shown whole (when not, the operator is told why)."""
+        if self.whole is not None:
+            self.show_diff()
+            return
+        file = self.current_file()
+        if change is None or change.key != self.shown_key:
+            return
+        if file is None:
+            self.notify("this change has no file to show", timeout=4)
+        elif file.binary:
+            self._binary(file)
+        elif file.new_path is None:
+            self.notify(f"this change deleted {file.path}: the diff shows all of it", timeout=5)
+        else:
+            self.load_whole_file(change, file)
+
+    @work(exclusive=True, group="change-file", exit_on_error=False)
+    async def load_whole_file(self, change: ChangeEntry, file: FileDiff) -> None:
+        self.show_file(change.key, file, await whole_file(self.agent.client, change, file))
+
+    def show_file(self, key: str, file: FileDiff, whole: WholeFile) -> None:
+        """`file` of the change `key` whole, if that change is still the one shown and its diff is."""
+        if whole.binary:
+            self._binary(file)
+            return
+        if self.shown_key == key and self.whole is None:
+            self.show_whole(
+                file.path, whole.content, f"{file.path}, whole, {whole.note}; o: back to the diff"
+            )
+
+    def _binary(self, file: FileDiff) -> None:
+        self.notify(f"{file.path} is a binary file: it cannot be shown", timeout=5)
