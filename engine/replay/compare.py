@@ -11,6 +11,7 @@ from typing import Any, Final
 from engine.protocol.records import FieldDiff, InputComparison, StageComparison
 from engine.protocol.stages import ROWS
 from engine.replay import worddiff
+from engine.replay.clock import Window
 
 SYSTEM_SEPARATOR: Final = "\n──── next system message ────\n"
 FIELD_LIMIT: Final = 200_000  # characters of one field compared; the rest is cut (and says so)
@@ -94,9 +95,11 @@ def compare_input(
     *,
     recorded_at: float | None = None,
     session: str | None = None,
+    clock: Window | None = None,
 ) -> InputComparison:
     """`after` against `before`; what differs between `before` and `again` (the same version run
-    twice) is volatile and does not count as a change. A failed run makes the input `failed`: its
+    twice) is volatile and does not count as a change, nor does a moment of `clock` (when the runs
+    happened: a time the hooks read from the clock). A failed run makes the input `failed`: its
     result is the recovered one, and a failure is not a difference."""
     errors_before = before.errors + [e for e in again.errors if e not in before.errors]
     found = InputComparison(source=source, status="unchanged", recorded_at=recorded_at, session=session)
@@ -121,9 +124,11 @@ def compare_input(
                 FieldDiff(key, name, segments, before_absent=first is None, after_absent=new is None)
             )
             continue
-        changed, segments = worddiff.compare(first, new, noise)
+        changed, segments = worddiff.compare(first, new, noise, clock)
         if changed:
             found.diffs.append(FieldDiff(key, name, segments))
+        elif name not in found.volatile:
+            found.volatile.append(name)  # it differs by the clock alone
     found.status = "changed" if found.diffs else "unchanged"
     return found
 

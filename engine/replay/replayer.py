@@ -48,6 +48,7 @@ from engine.protocol.records import (
     new_id,
 )
 from engine.protocol.stages import Stage
+from engine.replay.clock import Window
 from engine.replay.compare import Outcome, compare_input, stage_comparison
 from engine.replay.inputs import (
     UNCONTAINED,
@@ -371,12 +372,18 @@ class Replayer:
                     (item, [group.create_task(play(v, stage, item)) for v in versions]) for item in found
                 ]
         out: list[StageComparison] = []
+        clock = Window(record.started_at, time.time())  # when every run compared happened
         for stage in stages:
             if stage == Stage.DISCOVER:
                 hooks = list(dict.fromkeys([*before.registrations, *after.registrations]))
                 compared = [
                     compare_input(
-                        stage, f"hooks/{h}", before.discovered(h), again.discovered(h), after.discovered(h)
+                        stage,
+                        f"hooks/{h}",
+                        before.discovered(h),
+                        again.discovered(h),
+                        after.discovered(h),
+                        clock=clock,
                     )
                     for h in hooks
                 ]
@@ -387,7 +394,14 @@ class Replayer:
                 first, second, new = (t.result() for t in tasks)
                 compared.append(
                     compare_input(
-                        stage, item.source, first, second, new, recorded_at=item.at, session=item.session
+                        stage,
+                        item.source,
+                        first,
+                        second,
+                        new,
+                        recorded_at=item.at,
+                        session=item.session,
+                        clock=clock,
                     )
                 )
             out.append(stage_comparison(stage, compared, _note(self._journal, compared)))
