@@ -22,6 +22,7 @@ from engine.changes.recovery import Recovery
 from engine.core.activity import Activity
 from engine.core.background import Background
 from engine.core.bus import EventBus
+from engine.failures.tracker import Failures
 from engine.heartbeat.service import Clock, Heartbeat, Opencode
 from engine.hooks.hookrun import HookRunner
 from engine.hooks.protocols import fired_stages, hcp_input
@@ -128,6 +129,14 @@ class Engine:
             record=self.record_event,
         )
         self.git = self.commits.git
+        # Hooks failing at a stage and the change behind it, from the runs and dispatches on the bus.
+        self.failures = Failures(
+            root=root,
+            git=self.git,
+            journal=self.journal,
+            bus=bus,
+            session_title=lambda session: found.title if (found := self.sessions.find(session)) else None,
+        )
         self.stages = Stages(
             workspace=ws,
             hooks_for=self.registry.hooks_for,
@@ -176,6 +185,7 @@ class Engine:
             tell=lambda session, message, change: self.notifier.notify(None, [message], [session], change),
             sessions=lambda: [s.info() for s in self.sessions.known()],
             refresh=self.sessions.unfreeze,
+            failing=self.failures.failing_since,
         )
         self.heartbeat = Heartbeat(
             config=self.current_config,
@@ -191,6 +201,7 @@ class Engine:
             activity=self.activity,
             opencode=opencode or OpencodeSessions(self.connections),
             clock=clock,
+            explain=self.failures.of_dispatch,
         )
         self.tools = Tools(
             workspace=ws,
@@ -260,6 +271,7 @@ class Engine:
     def _listen(self, bus: EventBus) -> None:
         """What services learn of each other's work from the bus, once all of them exist."""
         bus.listen(when_held(self.replays.held))  # replayed at once, so the reviewer sees its effect
+        bus.listen(self.failures.observe)  # hook runs start and clear failures; a dispatch explains them
 
         def follow(event: Event) -> None:
             if event.kind == EventKind.OPENCODE:
@@ -317,6 +329,7 @@ class Engine:
             await self.commits.commit_external()
         except GitError as exc:
             self.warn("git", str(exc))
+        await self.failures.start()  # the hooks the journal shows failing still
         if watch:  # a serving engine's log shows an ambiguous protocol choice as a warning
             self.registry.notice_level = logging.WARNING
         await self.registry.discover()
@@ -330,6 +343,7 @@ class Engine:
     async def close(self) -> None:
         await self.replays.close()
         await self.heartbeat.stop()
+        await self.failures.close()
         if self._watching is not None:
             self._watching.cancel()
             await asyncio.gather(self._watching, return_exceptions=True)

@@ -18,6 +18,7 @@ from starlette.types import ASGIApp
 
 from engine.api.changes import add_change_routes
 from engine.api.events import add_events_route
+from engine.api.failures import Explaining, add_failure_routes
 from engine.api.heartbeat import HeartbeatControls, add_heartbeat_routes
 from engine.api.http import Router, TokenAuth
 from engine.api.replays import add_replay_routes
@@ -77,6 +78,8 @@ class Served(Protocol):
     @property
     def replays(self) -> Replayer: ...
     @property
+    def failures(self) -> Explaining: ...
+    @property
     def heartbeat(self) -> HeartbeatControls: ...
     @property
     def shutdown_requested(self) -> asyncio.Event: ...
@@ -99,6 +102,7 @@ def build_app(engine: Served, token: str) -> ASGIApp:
     )
     add_events_route(router, engine.bus, engine.shutdown_requested)
     add_run_routes(router, engine.journal, engine.stages)
+    add_failure_routes(router, engine.failures, engine.journal)
     add_session_routes(router, engine.sessions, engine.connections.tools_offered)
     add_heartbeat_routes(router, engine.heartbeat)
     add_change_routes(router, engine.changes)

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Protocol
 
 from starlette.requests import Request
 from starlette.responses import Response
 
-from engine.api.http import Router, answer
+from engine.api.http import Router, answer, query
 from engine.protocol import routes
-from engine.protocol.records import HeartbeatFired, HeartbeatStatus, TickResult
+from engine.protocol.records import HeartbeatFired, HeartbeatStatus, TickList, TickResult
 
 
 class HeartbeatControls(Protocol):
@@ -19,6 +20,7 @@ class HeartbeatControls(Protocol):
     async def fire(self, trigger: str = "manual") -> TickResult: ...
     async def pause(self) -> None: ...
     async def resume(self) -> None: ...
+    def ticks(self, limit: int = 50) -> list[TickResult]: ...
 
 
 def add_heartbeat_routes(router: Router, heartbeat: HeartbeatControls) -> None:
@@ -30,6 +32,11 @@ def add_heartbeat_routes(router: Router, heartbeat: HeartbeatControls) -> None:
     async def fire(request: Request) -> Response:
         result = await heartbeat.fire("manual")
         return answer(HeartbeatFired(result, heartbeat.status()))
+
+    @router.serve(routes.HEARTBEAT_TICKS)
+    async def ticks(request: Request) -> Response:
+        limit = query(request, routes.HEARTBEAT_TICKS)["limit"]
+        return answer(TickList(await asyncio.to_thread(heartbeat.ticks, limit)))
 
     @router.serve(routes.HEARTBEAT_PAUSE)
     async def pause(request: Request) -> Response:

@@ -31,11 +31,19 @@ class GitReads(GitProcess):
             except GitError:
                 return None
 
-    def log(self, limit: int = 100) -> list[dict[str, object]]:
-        """Newest first: sha, time, message, trailers, files."""
+    def log(self, limit: int = 100, paths: Sequence[str] = ()) -> list[dict[str, object]]:
+        """Newest first: sha, time, message, trailers, files. With `paths`, only the commits that
+        touch them, each with the files of `paths` it touched."""
         with self._lock:
             try:
-                out = self._git("log", f"-n{limit}", "--name-only", "-z", "--format=%x1e%H%x1f%at%x1f%B%x1f")
+                out = self._git(
+                    "log",
+                    f"-n{limit}",
+                    "--name-only",
+                    "-z",
+                    "--format=%x1e%H%x1f%at%x1f%B%x1f",
+                    *(["--", *paths] if paths else []),
+                )
             except GitError:
                 return []
         commits: list[dict[str, object]] = []

@@ -23,6 +23,7 @@ from engine.core.bus import EventBus
 from engine.protocol.records import (
     Change,
     ChangeDiff,
+    FailingSince,
     FileAtChange,
     Impact,
     PendingChange,
@@ -87,6 +88,7 @@ class Changes:
         tell: Callable[[str, str, str], Awaitable[object]],
         sessions: Callable[[], list[SessionInfo]],
         refresh: Callable[[str], bool],
+        failing: Callable[[], dict[str, list[FailingSince]]] = dict,
     ) -> None:
         self._workspace = workspace
         self._commits = commits
@@ -98,6 +100,7 @@ class Changes:
         self._tell = tell  # (session, message, change): a notification to the session behind a change
         self._sessions = sessions  # the sessions the engine knows
         self._refresh = refresh  # drop a session's frozen prompt: its next request composes one anew
+        self._failing = failing  # per commit, the hooks failing since it (engine.failures)
 
     # ---- history ----------------------------------------------------------------------------
 
@@ -128,8 +131,10 @@ class Changes:
                     provenance=decode(provenance[sha]) if sha in provenance else None,
                 )
             )
+        failing = self._failing()
         reverted: dict[str, str] = {}
         for change in changes:
+            change.failing = failing.get(change.sha, [])
             for target in (change.reverts or "").split():
                 reverted.setdefault(target, change.sha)
         for change in changes:

@@ -25,7 +25,7 @@ from engine.core.bus import EventBus
 from engine.heartbeat import beats
 from engine.heartbeat.cadence import MIN_CHOSEN_MS, Cadence
 from engine.heartbeat.schedule import Clock, HeartbeatState, RealClock, Schedule
-from engine.heartbeat.tick import Dispatch, Opencode, Tick
+from engine.heartbeat.tick import Dispatch, Explain, Opencode, Tick
 from engine.journal.store import Journal
 from engine.opencode.client import OpencodeUnreachable
 from engine.opencode.sessions import SessionStore
@@ -67,7 +67,10 @@ class Heartbeat:
         activity: Activity,
         opencode: Opencode,
         clock: Clock | None = None,
+        explain: Explain | None = None,
     ) -> None:
+        """`explain`: the failures of a dispatch's failed hooks, with their cause (a degraded tick
+        names them)."""
         self._config = config
         self._state_file = state
         self._journal = journal
@@ -94,6 +97,7 @@ class Heartbeat:
             opencode=opencode,
             recent_beats=self.recent_beats,
             cleaned_up=lambda cleanup: self._publish("cleanup", cleanup=cleanup),
+            explain=explain,
         )
         self.on_tick: list[Callable[[TickResult], Awaitable[None] | None]] = []
         last = state.read().get("heartbeat_last")
@@ -229,6 +233,10 @@ class Heartbeat:
     def history_text(self, limit: int) -> str:
         return beats.history_text(self.recent_beats(limit))
 
+    def ticks(self, limit: int = 50) -> list[TickResult]:
+        """The last ticks, newest first, as the journal keeps them (this engine's own without one)."""
+        return beats.last_ticks(self._journal, self.state.history, limit)
+
     # ---- status -----------------------------------------------------------------------------
 
     def _publish(
@@ -264,4 +272,5 @@ class Heartbeat:
             model=self._model(),
             last=self.state.last,
             connected_at=self._schedule.connected_at if self._schedule.connected else None,
+            degraded=last.reason if (last := self.state.last) and last.outcome == "degraded" else None,
         )

@@ -6,7 +6,7 @@ what the hooks changed."""
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
@@ -14,7 +14,7 @@ from engine.changes.commits import Commits
 from engine.journal.store import Journal
 from engine.opencode.client import OpencodeUnreachable
 from engine.opencode.sessions import SessionStore
-from engine.protocol.records import StageResult, TickResult
+from engine.protocol.records import Failure, StageResult, TickResult
 from engine.tools.builtins import format_datetime
 from engine.tools.host import CallContext
 from engine.workspace.config import Config
@@ -36,6 +36,8 @@ class Opencode(Protocol):
 
 
 Dispatch = Callable[..., Coroutine[Any, Any, StageResult]]
+Explain = Callable[[StageResult], Awaitable[list[Failure]]]
+"""The failures of a dispatch's failed hooks, each with its cause (engine.failures)."""
 
 
 class Tick:
@@ -58,6 +60,7 @@ class Tick:
         opencode: Opencode,
         recent_beats: Callable[[], list[dict[str, Any]]],
         cleaned_up: Callable[[dict[str, Any]], None],
+        explain: Explain | None = None,
     ) -> None:
         self._config = config
         self._state_file = state
@@ -71,6 +74,7 @@ class Tick:
         self.opencode = opencode
         self._recent_beats = recent_beats
         self._cleaned_up = cleaned_up
+        self._explain = explain
         self.tokens: int | None = None  # the heartbeat session's token total, as last measured
 
     async def run(self, result: TickResult) -> None:
@@ -117,7 +121,10 @@ class Tick:
             hcp_context={"sessions": [], "history": self._recent_beats()},
         )
         result.dispatch_id = dispatched.id
-        user = self._user(dispatched)
+        user, result.prompt = self._user(dispatched)
+        degraded = bool(dispatched.failed) or dispatched.recovered
+        if degraded and self._explain is not None:
+            result.failures = await self._explain(dispatched)
         if user:
             system = dispatched.merged.get("system")
             if isinstance(system, list) and any(isinstance(s, str) and s for s in system):
@@ -132,6 +139,8 @@ class Tick:
                 self._state_file.update({"heartbeat_session": None, "heartbeat_count": 0})
                 result.outcome, result.reason = "failed", f"prompt failed, session dropped: {exc}"
                 return
+            # The session record shows the model and agent its ticks use.
+            self._sessions.update(session, model=model, agent=config.heartbeat_agent)
             count += 1
             await self._measure_tokens(session, result)
             self._state_file.update(
@@ -144,6 +153,9 @@ class Tick:
             result.count = count
         else:
             result.reason = "no user message (the hooks gave none and prompts/heartbeat.md is empty)"
+        if degraded:
+            result.outcome = "degraded"
+            result.reason = degraded_reason(dispatched, result)
         self._after_result(dispatched.merged, session)
         async with self._commits.lock:
             await self._commits.commit_hook_changes(
@@ -154,12 +166,15 @@ class Tick:
                 CallContext(session=session, origin="heartbeat"),
             )
 
-    def _user(self, result: StageResult) -> str | None:
-        """`user` from the hooks, else the trimmed prompts/heartbeat.md."""
+    def _user(self, result: StageResult) -> tuple[str | None, str | None]:
+        """`user` from the hooks, else the trimmed prompts/heartbeat.md; and where it came from."""
         user = result.merged.get("user")
         if isinstance(user, str) and user:
-            return user
-        return self._prompt().strip() or None
+            if "user" in result.defaults:
+                return user, "prompts/recover.md"
+            return user, "recover" if result.recovered and result.failed else "hooks"
+        fallback = self._prompt().strip() or None
+        return fallback, "prompts/heartbeat.md" if fallback else None
 
     async def _measure_tokens(self, session: str, result: TickResult) -> None:
         """The session's token total after this tick's turn (the gauge shows what the next tick
@@ -237,3 +252,30 @@ class Tick:
         if self._journal is not None:
             self._journal.record_event("heartbeat_cleanup", cleanup)
         return new_session
+
+
+PROMPT_SOURCES = {
+    "hooks": "the hooks",
+    "recover": "the recover stage's hooks",
+    "prompts/recover.md": "prompts/recover.md (the recover defaults)",
+    "prompts/heartbeat.md": "prompts/heartbeat.md (the fallback)",
+}
+
+
+def degraded_reason(dispatched: StageResult, result: TickResult) -> str:
+    """Why a tick is degraded, in words: what failed, with its own error, where the message came
+    from instead, and the change most likely behind it."""
+    failures = {f.hook: f for f in result.failures}
+    parts = []
+    for hook in dict.fromkeys(dispatched.failed):
+        failure = failures.get(hook)
+        parts.append(f"hooks/{hook} failed at heartbeat" + (f": {failure.error}" if failure else ""))
+    text = "; ".join(parts) or "the recover stage stepped in"
+    if result.user:
+        text += f"; the message came from {PROMPT_SOURCES.get(result.prompt or '', result.prompt)}"
+    else:
+        text += "; no message was sent"
+    causes = [f.cause for f in result.failures if f.cause]
+    if causes:
+        text += f" ({causes[0]})"
+    return text

@@ -157,7 +157,7 @@ class Dispatcher:
             parent.runs.append(run.id)
             if run.ok:
                 merge(merged, run.result or {})
-        recover_defaults(merged, prompts)
+        parent.defaults += [key for key in recover_defaults(merged, prompts) if key not in parent.defaults]
         return merged
 
     async def call_one(

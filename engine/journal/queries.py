@@ -170,6 +170,94 @@ class Queries:
             f"SELECT data FROM events{clause} ORDER BY started_at DESC, id DESC LIMIT ?", [*params, limit]
         )
 
+    def failing(self) -> list[JSONDict]:
+        """The hooks whose runs at a stage have failed since they last ran fine there (or ever):
+        `{hook, stage, runs, first, first_at, last, last_at, last_ok_at}` each, newest failure first."""
+
+        def query(conn: sqlite3.Connection) -> list[JSONDict]:
+            conn.execute("BEGIN")
+            try:
+                rows = conn.execute(
+                    "WITH last_ok AS (SELECT hook, stage, MAX(started_at) AS at FROM runs WHERE ok = 1"
+                    " GROUP BY hook, stage)"
+                    " SELECT r.hook, r.stage, COUNT(*), MIN(r.started_at), MAX(r.started_at), l.at"
+                    " FROM runs r LEFT JOIN last_ok l ON l.hook IS r.hook AND l.stage IS r.stage"
+                    " WHERE r.ok = 0 AND r.started_at > COALESCE(l.at, 0) GROUP BY r.hook, r.stage"
+                    " ORDER BY MAX(r.started_at) DESC"
+                ).fetchall()
+                found = []
+                for hook, stage, count, first_at, last_at, ok_at in rows:
+                    first = self._edge(conn, hook, stage, first_at, "ASC")
+                    last = self._edge(conn, hook, stage, last_at, "DESC")
+                    found.append(
+                        {
+                            "hook": hook,
+                            "stage": stage,
+                            "runs": int(count),
+                            "first": first,
+                            "first_at": float(first_at),
+                            "last": last,
+                            "last_at": float(last_at),
+                            "last_ok_at": ok_at,
+                        }
+                    )
+                return found
+            finally:
+                conn.execute("COMMIT")
+
+        return self._reader.use(query)
+
+    @staticmethod
+    def _edge(conn: sqlite3.Connection, hook: str, stage: str, at: float, order: str) -> str | None:
+        row = conn.execute(
+            "SELECT id FROM runs WHERE hook IS ? AND stage IS ? AND ok = 0 AND started_at = ?"
+            f" ORDER BY id {order} LIMIT 1",
+            [hook, stage, at],
+        ).fetchone()
+        return str(row[0]) if row else None
+
+    def streak(self, hook: str, stage: str, at: float) -> JSONDict:
+        """Around a failed run of `hook` at `stage` started `at`: when it last ran fine there before
+        (`last_ok_at`), the first failed run since then (`first`, `first_at`), how many failed runs
+        up to `at` (`runs`), and the first run that ran fine after it (`next_ok`, `next_ok_at`)."""
+        params = [col(hook), col(stage)]
+
+        def query(conn: sqlite3.Connection) -> JSONDict:
+            conn.execute("BEGIN")
+            try:
+                (ok_at,) = conn.execute(
+                    "SELECT MAX(started_at) FROM runs WHERE hook = ? AND stage = ? AND ok = 1 AND started_at < ?",
+                    [*params, at],
+                ).fetchone()
+                since = ok_at if ok_at is not None else 0.0
+                first = conn.execute(
+                    "SELECT id, started_at FROM runs WHERE hook = ? AND stage = ? AND ok = 0"
+                    " AND started_at > ? AND started_at <= ? ORDER BY started_at, id LIMIT 1",
+                    [*params, since, at],
+                ).fetchone()
+                (count,) = conn.execute(
+                    "SELECT COUNT(*) FROM runs WHERE hook = ? AND stage = ? AND ok = 0"
+                    " AND started_at > ? AND started_at <= ?",
+                    [*params, since, at],
+                ).fetchone()
+                after = conn.execute(
+                    "SELECT id, started_at FROM runs WHERE hook = ? AND stage = ? AND ok = 1"
+                    " AND started_at > ? ORDER BY started_at, id LIMIT 1",
+                    [*params, at],
+                ).fetchone()
+            finally:
+                conn.execute("COMMIT")
+            return {
+                "last_ok_at": ok_at,
+                "first": first[0] if first else None,
+                "first_at": first[1] if first else None,
+                "runs": int(count),
+                "next_ok": after[0] if after else None,
+                "next_ok_at": after[1] if after else None,
+            }
+
+        return self._reader.use(query)
+
     def counts(self) -> dict[str, int]:
         def query(conn: sqlite3.Connection) -> dict[str, int]:
             conn.execute("BEGIN")  # one snapshot for all four numbers

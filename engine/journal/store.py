@@ -204,6 +204,14 @@ class Journal:
         """Recorded engine events, newest first: `{id, started_at, kind, data}`."""
         return self._queries.events(kind, before, limit)
 
+    def failing(self) -> list[JSONDict]:
+        """The hooks failing at a stage since they last ran fine there (Queries.failing)."""
+        return self._queries.failing()
+
+    def streak(self, hook: str, stage: str, at: float) -> JSONDict:
+        """The failed runs around one (Queries.streak)."""
+        return self._queries.streak(hook, stage, at)
+
     def counts(self) -> dict[str, int]:
         """Exact totals currently stored (committed): runs, failed_runs, dispatches, tool_calls."""
         return self._queries.counts()

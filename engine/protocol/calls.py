@@ -35,6 +35,8 @@ from .records import (
     DisconnectRequest,
     DispatchList,
     EngineStatus,
+    Failure,
+    FailureList,
     FileAtChange,
     Health,
     HeartbeatFired,
@@ -66,6 +68,7 @@ from .records import (
     SystemRequest,
     TextCompleteAnswer,
     TextCompleteRequest,
+    TickList,
     ToolAfterAnswer,
     ToolAfterRequest,
     ToolBeforeAnswer,
@@ -176,6 +179,14 @@ def run(id: str) -> Call[HookRun]:
     return call(routes.RUN, id=id)
 
 
+def run_cause(id: str) -> Call[Failure]:
+    return call(routes.RUN_CAUSE, id=id)
+
+
+def failures() -> Call[FailureList]:
+    return call(routes.FAILURES)
+
+
 def dispatches(
     *,
     stage: str | None = None,
@@ -218,6 +229,10 @@ def heartbeat() -> Call[HeartbeatStatus]:
 
 def heartbeat_fire() -> Call[HeartbeatFired]:
     return call(routes.HEARTBEAT_FIRE)
+
+
+def heartbeat_ticks(limit: int | None = None) -> Call[TickList]:
+    return call(routes.HEARTBEAT_TICKS, query={"limit": limit})
 
 
 def heartbeat_pause() -> Call[HeartbeatStatus]:

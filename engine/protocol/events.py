@@ -17,6 +17,7 @@ from .records import (
     ActionDone,
     CommitInfo,
     ConfigChanged,
+    Failure,
     HeartbeatChanged,
     HookRun,
     HooksDiscovered,
@@ -56,6 +57,7 @@ class EventKind(StrEnum):
     HEARTBEAT = "heartbeat"
     REPLAY_PROGRESS = "replay_progress"  # a replay started or went on
     REPLAY = "replay"  # a replay ended (done, cancelled or failed); its summary, without comparisons
+    FAILURE = "failure"  # a hook started failing at a stage (with its cause), failed again, or cleared
     WARNING = "warning"
     ERROR = "error"
 
@@ -79,6 +81,7 @@ PAYLOADS: Final[dict[EventKind, type[Record]]] = {
     EventKind.HEARTBEAT: HeartbeatChanged,
     EventKind.REPLAY_PROGRESS: ReplayProgress,
     EventKind.REPLAY: ReplayResult,
+    EventKind.FAILURE: Failure,
     EventKind.WARNING: Notice,
     EventKind.ERROR: Notice,
 }

@@ -33,6 +33,8 @@ from .records import (
     DisconnectRequest,
     DispatchList,
     EngineStatus,
+    Failure,
+    FailureList,
     FileAtChange,
     Health,
     HeartbeatFired,
@@ -63,6 +65,7 @@ from .records import (
     SystemRequest,
     TextCompleteAnswer,
     TextCompleteRequest,
+    TickList,
     ToolAfterAnswer,
     ToolAfterRequest,
     ToolBeforeAnswer,
@@ -181,6 +184,18 @@ RUNS: Final = Route(
     doc="hook runs and the journal's counts",
 )
 RUN: Final = Route("GET", "/v1/runs/{id}", HookRun, doc="one hook run, every field")
+RUN_CAUSE: Final = Route(
+    "GET",
+    "/v1/runs/{id}/cause",
+    Failure,
+    doc="the failure a failed run is part of: the error's last line and the change most likely behind it",
+)
+FAILURES: Final = Route(
+    "GET",
+    "/v1/failures",
+    FailureList,
+    doc="the hooks failing now, with their cause, and those lately cleared",
+)
 DISPATCHES: Final = Route(
     "GET",
     "/v1/dispatches",
@@ -206,6 +221,13 @@ SESSION: Final = Route("GET", "/v1/sessions/{id}", SessionInfo, doc="one session
 HEARTBEAT: Final = Route("GET", "/v1/heartbeat", HeartbeatStatus, doc="the heartbeat's status")
 HEARTBEAT_FIRE: Final = Route(
     "POST", "/v1/heartbeat/fire", HeartbeatFired, doc="one tick now, answered when done"
+)
+HEARTBEAT_TICKS: Final = Route(
+    "GET",
+    "/v1/heartbeat/ticks",
+    TickList,
+    query=(_limit(50),),
+    doc="the last ticks (ok, degraded, skipped, failed, cancelled), as the journal keeps them",
 )
 HEARTBEAT_PAUSE: Final = Route("POST", "/v1/heartbeat/pause", HeartbeatStatus, doc="stop the timer")
 HEARTBEAT_RESUME: Final = Route("POST", "/v1/heartbeat/resume", HeartbeatStatus, doc="start the timer again")
@@ -366,12 +388,15 @@ ROUTES: Final[tuple[Route[Any], ...]] = (
     STAGE,
     RUNS,
     RUN,
+    RUN_CAUSE,
+    FAILURES,
     DISPATCHES,
     TOOL_CALLS,
     SESSIONS,
     SESSION,
     HEARTBEAT,
     HEARTBEAT_FIRE,
+    HEARTBEAT_TICKS,
     HEARTBEAT_PAUSE,
     HEARTBEAT_RESUME,
     COMMITS,

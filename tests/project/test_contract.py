@@ -19,12 +19,14 @@ from engine.protocol.calls import Call
 from engine.protocol.records import (
     ChangeList,
     EngineStatus,
+    FailureList,
     FileAtChange,
     Health,
     HeartbeatStatus,
     HookRun,
     RunList,
     StageRun,
+    TickList,
     ToolCall,
     ToolCallRequest,
 )
@@ -233,6 +235,8 @@ def test_a_real_engine_answers_each_route_with_its_record(tmp_path: Path) -> Non
         answered(client, calls.tool_permission("evolve_datetime", {}))
         answered(client, calls.sessions())
         assert isinstance(answered(client, calls.heartbeat()), HeartbeatStatus)
+        assert isinstance(answered(client, calls.heartbeat_ticks(limit=5)), TickList)
+        assert isinstance(answered(client, calls.failures()), FailureList)
         assert answered(client, calls.heartbeat_pause()).paused
         assert not answered(client, calls.heartbeat_resume()).paused
         answered(client, calls.commits(limit=5))

@@ -10,6 +10,7 @@ an older client can read a newer engine's records).
 - `heartbeat`: ticks and the heartbeat's status.
 - `status`: the engine's hooks, configuration, connections, warnings and status.
 - `replays`: replays of a change and what they found.
+- `failures`: hooks failing at a stage, and the change that most likely made them fail.
 - `shim`: what the opencode plugin sends and gets back.
 """
 
@@ -32,7 +33,8 @@ from .changes import (
     RevertRequest,
     ReviewRecorded,
 )
-from .heartbeat import HeartbeatChanged, HeartbeatFired, HeartbeatStatus, TickResult
+from .failures import FailingSince, Failure, FailureList, Suspect
+from .heartbeat import HeartbeatChanged, HeartbeatFired, HeartbeatStatus, TickList, TickResult
 from .replays import (
     SHOW_SOURCES,
     FieldDiff,
@@ -119,6 +121,9 @@ __all__ = [
     "DispatchList",
     "EngineStatus",
     "Evidence",
+    "FailingSince",
+    "Failure",
+    "FailureList",
     "FieldDiff",
     "FileAtChange",
     "Health",
@@ -162,10 +167,12 @@ __all__ = [
     "StageRequest",
     "StageResult",
     "StageRun",
+    "Suspect",
     "SystemPrompt",
     "SystemRequest",
     "TextCompleteAnswer",
     "TextCompleteRequest",
+    "TickList",
     "TickResult",
     "ToolAfterAnswer",
     "ToolAfterRequest",

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from .base import JSONDict, Record, known_fields
+from .failures import FailingSince
 from .sessions import SessionInfo
 
 
@@ -74,12 +75,17 @@ class Change(Record):
     reverted_by: str | None = None  # the commit that undid it
     reverts: str | None = None  # the commit it undoes
     provenance: Provenance | None = None
+    # The hooks failing since it, that it most likely made fail (engine.failures): `failing since: 3 runs`.
+    failing: list[FailingSince] = field(default_factory=list)
 
     @classmethod
     def from_dict(cls, data: JSONDict) -> Change:
         known = known_fields(cls, data)
         found = known.get("provenance")
         known["provenance"] = Provenance.from_dict(found) if isinstance(found, dict) else None
+        known["failing"] = [
+            FailingSince.from_dict(f) for f in known.get("failing") or [] if isinstance(f, dict)
+        ]
         return cls(**known)
 
 

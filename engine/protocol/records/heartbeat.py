@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from .base import JSONDict, Record, known_fields
+from .failures import Failure
 
 
 @dataclass
@@ -13,7 +14,10 @@ class TickResult(Record):
 
     trigger: str  # timer | manual
     started_at: float
-    outcome: str = "ok"  # ok | skipped | failed | cancelled
+    # ok: every step ran as configured; degraded: it ran, but a hook failed at the heartbeat stage
+    # (its prompt came from a fallback: `reason` says which, `failures` what failed and why);
+    # skipped | failed | cancelled
+    outcome: str = "ok"
     reason: str | None = None
     session: str | None = None
     model: dict[str, str] | None = None
@@ -23,6 +27,16 @@ class TickResult(Record):
     tokens: int | None = None
     duration_ms: float = 0.0
     dispatch_id: str | None = None
+    # Where the message sent came from: hooks (the heartbeat stage's answer), recover (the recover
+    # stage's hooks), prompts/recover.md (the recover defaults) or prompts/heartbeat.md (the fallback).
+    prompt: str | None = None
+    failures: list[Failure] = field(default_factory=list)  # the hooks that failed, each with its cause
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> TickResult:
+        known = known_fields(cls, data)
+        known["failures"] = [Failure.from_dict(f) for f in known.get("failures") or [] if isinstance(f, dict)]
+        return cls(**known)
 
 
 @dataclass
@@ -48,6 +62,7 @@ class HeartbeatStatus(Record):
     connected_at: float | None = None  # when the opencode it waits for connected
     # Where interval_ms comes from: config, agent (evolve_heartbeat_set), or config (disabled), which wins.
     interval_source: str = "config"
+    degraded: str | None = None  # why, when the last tick was degraded (its `reason`)
 
     @classmethod
     def from_dict(cls, data: JSONDict) -> HeartbeatStatus:
@@ -79,6 +94,17 @@ class HeartbeatChanged(Record):
             data.get("cleanup"),
             data.get("trigger"),
         )
+
+
+@dataclass
+class TickList(Record):
+    """`GET /v1/heartbeat/ticks`: the last ticks, newest first, as the journal keeps them."""
+
+    ticks: list[TickResult] = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> TickList:
+        return cls([TickResult.from_dict(t) for t in data.get("ticks") or [] if isinstance(t, dict)])
 
 
 @dataclass
