@@ -13,6 +13,7 @@ import os
 from collections.abc import Mapping
 from pathlib import Path
 
+from engine.changes.attempts import Attempts
 from engine.changes.commits import Commits, HeadMemory
 from engine.changes.gate import Gate
 from engine.changes.gitstore import GitError, GitStore
@@ -203,6 +204,7 @@ class Engine:
             clock=clock,
             explain=self.failures.of_dispatch,
         )
+        self.attempts = Attempts(self.journal, bus)  # what the agent tried that its test rejected
         self.tools = Tools(
             workspace=ws,
             config=self.current_config,
@@ -218,6 +220,7 @@ class Engine:
             bus=bus,
             activity=self.activity,
             heartbeat=self.heartbeat,
+            attempted=self.attempts.record,
         )
         self.loops = Loops()
         self.tool_calls = OpencodeCalls(self.journal, bus)

@@ -27,6 +27,7 @@ from engine.api.sessions import add_session_routes
 from engine.api.shim import Shim, add_shim_routes
 from engine.api.status import add_status_routes
 from engine.api.tools import add_tool_routes
+from engine.changes.attempts import Attempts
 from engine.changes.history import Changes
 from engine.core.bus import EventBus
 from engine.hooks.hookrun import HookRunner
@@ -76,6 +77,8 @@ class Served(Protocol):
     @property
     def changes(self) -> Changes: ...
     @property
+    def attempts(self) -> Attempts: ...
+    @property
     def replays(self) -> Replayer: ...
     @property
     def failures(self) -> Explaining: ...
@@ -105,7 +108,7 @@ def build_app(engine: Served, token: str) -> ASGIApp:
     add_failure_routes(router, engine.failures, engine.journal)
     add_session_routes(router, engine.sessions, engine.connections.tools_offered)
     add_heartbeat_routes(router, engine.heartbeat)
-    add_change_routes(router, engine.changes)
+    add_change_routes(router, engine.changes, engine.attempts)
     add_replay_routes(router, engine.replays, engine.changes.resolve)
     add_tool_routes(router, shim, engine.tools, engine.bridge, engine.tool_stages.own_permission)
     add_shim_routes(

@@ -11,9 +11,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from engine.api.http import ApiError, Router, answer, body, opt_str, query
+from engine.changes.attempts import Attempts
 from engine.changes.history import ChangeError, Changes
 from engine.protocol import routes
-from engine.protocol.records import ChangeList, CommitLog, LoggedCommit
+from engine.protocol.records import Change, ChangeList, CommitLog, LoggedCommit, PendingChange
 
 _T = TypeVar("_T")
 
@@ -46,7 +47,17 @@ def operator(data: dict[str, Any]) -> str:
     return text_field(data, "by", 200) or "operator"
 
 
-def add_change_routes(router: Router, changes: Changes) -> None:
+def counts(history: list[Change], pending: list[PendingChange], attempts: int) -> dict[str, int]:
+    """What waits, for the badges: only what can still be decided counts as awaiting."""
+    return {
+        "awaiting": sum(p.status == "pending" for p in pending),
+        "stale": sum(p.status == "stale" for p in pending),
+        "unreviewed": sum(c.state == "unreviewed" for c in history),
+        "attempts": attempts,
+    }
+
+
+def add_change_routes(router: Router, changes: Changes, attempts: Attempts) -> None:
     @router.serve(routes.COMMITS)
     async def commits(request: Request) -> Response:
         found = await asyncio.to_thread(changes.log, query(request, routes.COMMITS)["limit"])
@@ -54,8 +65,19 @@ def add_change_routes(router: Router, changes: Changes) -> None:
 
     @router.serve(routes.CHANGES)
     async def listed(request: Request) -> Response:
-        history = await asyncio.to_thread(changes.history, query(request, routes.CHANGES)["limit"])
-        return answer(ChangeList(history, [p.summary() for p in changes.pending(include_decided=True)]))
+        limit = query(request, routes.CHANGES)["limit"]
+        history = await asyncio.to_thread(changes.history, limit)
+        held = [p.summary() for p in changes.pending(include_decided=True)]
+        tried = await asyncio.to_thread(attempts.listed, limit)
+        return answer(ChangeList(history, held, tried, counts(history, held, len(tried))))
+
+    @router.serve(routes.ATTEMPT)
+    async def attempt(request: Request) -> Response:
+        attempt_id = request.path_params["id"]
+        found = await asyncio.to_thread(attempts.get, attempt_id)
+        if found is None:
+            raise ApiError(404, f"there is no attempt {attempt_id} among the newest thousand")
+        return answer(found)
 
     @router.serve(routes.CHANGE)
     async def change(request: Request) -> Response:

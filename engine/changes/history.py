@@ -5,7 +5,6 @@ came from and whether it was reviewed, approvals (git notes), reverts (new commi
 from __future__ import annotations
 
 import asyncio
-import difflib
 import os
 import stat
 import time
@@ -18,6 +17,7 @@ from engine.changes.errors import ChangeError as ChangeError  # where its caller
 from engine.changes.gitstore import Commit, GitError, RevertConflict
 from engine.changes.pending import PendingChanges, sha256
 from engine.changes.provenance import PROVENANCE_REF, decode
+from engine.changes.textdiff import unified_diff
 from engine.core.activity import Activity
 from engine.core.bus import EventBus
 from engine.protocol.records import (
@@ -58,21 +58,6 @@ def installed_at(change: Change) -> float:
     if change.provenance is not None and change.provenance.at:
         return change.provenance.at
     return change.time + 1.0
-
-
-def lines_of(text: str) -> list[str]:
-    """The lines of `text` as git counts them (split at "\n" only), each with its line end."""
-    parts = text.split("\n")
-    return [part + "\n" for part in parts[:-1]] + ([parts[-1]] if parts[-1] else [])
-
-
-def unified_diff(before: str, after: str, file: str) -> str:
-    """`before` to `after` as git shows it, a last line without a newline marked as git marks it (or
-    it would run into the next line)."""
-    return "".join(
-        line if line.endswith("\n") else line + "\n\\ No newline at end of file\n"
-        for line in difflib.unified_diff(lines_of(before), lines_of(after), f"a/{file}", f"b/{file}")
-    )
 
 
 class Changes:

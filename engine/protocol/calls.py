@@ -19,6 +19,7 @@ import engine.protocol.routes as routes  # not `from . import`: that would impor
 from .events import Event
 from .records import (
     AssistantRequest,
+    Attempt,
     BeforeTurnAnswer,
     BeforeTurnRequest,
     Change,
@@ -278,6 +279,10 @@ def revert(
     rev: str, by: str | None = None, refresh: Sequence[str] = (), together: bool = False
 ) -> Call[Reverted]:
     return call(routes.CHANGE_REVERT, RevertRequest(by, list(refresh), together), rev=rev)
+
+
+def attempt(id: str) -> Call[Attempt]:
+    return call(routes.ATTEMPT, id=id)
 
 
 def pending(id: str) -> Call[PendingReview]:

@@ -15,6 +15,7 @@ from typing import Any, Final
 
 from .records import (
     ActionDone,
+    Attempt,
     CommitInfo,
     ConfigChanged,
     Failure,
@@ -48,6 +49,7 @@ class EventKind(StrEnum):
     REVIEW = "review"
     PENDING = "pending"  # a change held for review was created or decided
     VALIDATION = "validation"  # a hook edit failed its test
+    ATTEMPT = "attempt"  # a change the agent tried was not installed (its test rejected it)
     HOOKS_DISCOVERED = "hooks_discovered"
     CONFIG = "config"
     SESSION = "session"  # a session appeared or changed (title, busy, tokens, frozen prompt, ...)
@@ -72,6 +74,7 @@ PAYLOADS: Final[dict[EventKind, type[Record]]] = {
     EventKind.REVIEW: ReviewRecorded,
     EventKind.PENDING: PendingChange,
     EventKind.VALIDATION: ValidationRun,
+    EventKind.ATTEMPT: Attempt,
     EventKind.HOOKS_DISCOVERED: HooksDiscovered,
     EventKind.CONFIG: ConfigChanged,
     EventKind.SESSION: SessionChanged,

@@ -17,6 +17,7 @@ from urllib.parse import quote
 from .events import Event
 from .records import (
     AssistantRequest,
+    Attempt,
     BeforeTurnAnswer,
     BeforeTurnRequest,
     Change,
@@ -257,6 +258,9 @@ CHANGE_APPROVE: Final = Route(
 CHANGE_REVERT: Final = Route(
     "POST", "/v1/changes/{rev}/revert", Reverted, RevertRequest, doc="undo it with a new commit"
 )
+ATTEMPT: Final = Route(
+    "GET", "/v1/attempts/{id}", Attempt, doc="a change the agent tried that its test rejected, whole"
+)
 PENDING: Final = Route("GET", "/v1/pending/{id}", PendingReview, doc="a held change, its content and diff")
 PENDING_APPROVE: Final = Route(
     "POST", "/v1/pending/{id}/approve", PendingChange, Decision, doc="install a held change"
@@ -407,6 +411,7 @@ ROUTES: Final[tuple[Route[Any], ...]] = (
     CHANGE_FILE,
     CHANGE_APPROVE,
     CHANGE_REVERT,
+    ATTEMPT,
     PENDING,
     PENDING_APPROVE,
     PENDING_REJECT,

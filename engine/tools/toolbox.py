@@ -20,6 +20,7 @@ from typing import Any
 
 from engine.changes.commits import CommitFailed, Commits
 from engine.changes.provenance import evidence, provenance
+from engine.changes.textdiff import unified_diff
 from engine.core.activity import Activity
 from engine.core.bus import EventBus
 from engine.hooks import validation
@@ -28,6 +29,7 @@ from engine.hooks.registry import HookRegistry
 from engine.journal.store import Journal
 from engine.protocol.events import EventKind
 from engine.protocol.records import (
+    Attempt,
     HookRun,
     PendingChange,
     Provenance,
@@ -93,9 +95,10 @@ class Tools:
         bus: EventBus,
         activity: Activity,
         heartbeat: HeartbeatControl | None = None,
+        attempted: Callable[[Attempt], None] | None = None,
     ) -> None:
         """`heartbeat`: what hcp's heartbeat tools control (none: they say it lives in the running
-        engine)."""
+        engine); `attempted`: told of each change the agent tried that its test rejected."""
         self.workspace = workspace
         self._config = config
         self._env = env
@@ -112,6 +115,7 @@ class Tools:
         # call id -> the result a before_tool hook gave for that call: the tool does not run.
         self._presets: dict[str, str] = {}
         self.heartbeat = heartbeat
+        self._attempted = attempted
 
     # ---- what the agent sees ----------------------------------------------------------------
 
@@ -280,6 +284,25 @@ class Tools:
             at=time.time(),
         )
 
+    def _attempt(
+        self, shown: str, old: str, new: str, message: str, ctx: CallContext, hook: str, output: str
+    ) -> Attempt:
+        """The record of an edit its test rejected: what it proposed, why, and what the test said."""
+        return Attempt(
+            id=new_id("att"),
+            file=shown,
+            created_at=time.time(),
+            message=message,
+            tool=ctx.tool,
+            session=ctx.session,
+            call_id=ctx.call_id,
+            hook=hook,
+            review=self._config().review,
+            provenance=self._provenance(ctx),
+            diff=unified_diff(old, new, shown),
+            output=output,
+        )
+
     async def _run(self, name: str, args: dict[str, Any], ctx: CallContext) -> str:
         builtin = BUILTINS.get(name) or HEARTBEAT_BUILTINS.get(name)
         if builtin is not None:
@@ -392,6 +415,8 @@ class Tools:
                 ctx.validation = evidence(result)
                 if not result.ok:
                     self._bus.publish(ValidationRun(hook, False, result.output))
+                    if self._attempted is not None and ctx.origin == "tool":
+                        self._attempted(self._attempt(shown, old, new, message, ctx, hook, result.output))
                     raise ToolFailed("validation failed:\n" + result.output)
             if ctx.origin == "tool" and self._config().review == "gate":
                 held = self._hold(

@@ -17,6 +17,7 @@ from engine.cli.client import EngineClient
 from engine.protocol import calls, routes
 from engine.protocol.calls import Call
 from engine.protocol.records import (
+    Attempt,
     ChangeList,
     EngineStatus,
     FailureList,
@@ -248,6 +249,12 @@ def test_a_real_engine_answers_each_route_with_its_record(tmp_path: Path) -> Non
         answered(client, calls.diff(head.sha))
         file = answered(client, calls.file_at(head.sha, head.files[0]))
         assert isinstance(file, FileAtChange) and file.path == head.files[0]
+        rename = {"hook": "notes.py", "oldString": 'NAME = "notes"', "newString": 'NAME = "memo"'}
+        rejected = answered(client, calls.tool_call("evolve_hook_edit", ToolCallRequest(args=rename)))
+        assert rejected.error == "validation failed:"
+        [tried] = answered(client, calls.changes(limit=5)).attempts
+        whole = answered(client, calls.attempt(tried.id))
+        assert isinstance(whole, Attempt) and whole.diff and whole.output
     finally:
         client.close()
         engine.stop()

@@ -16,6 +16,7 @@ an older client can read a newer engine's records).
 
 from .base import JSONDict, Record, new_id
 from .changes import (
+    Attempt,
     Change,
     ChangeDiff,
     ChangeList,
@@ -100,6 +101,7 @@ __all__ = [
     "SHOW_SOURCES",
     "ActionDone",
     "AssistantRequest",
+    "Attempt",
     "BeforeTurnAnswer",
     "BeforeTurnRequest",
     "Change",

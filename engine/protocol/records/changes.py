@@ -135,6 +135,38 @@ class PendingChange(Record):
 
 
 @dataclass
+class Attempt(Record):
+    """A change the agent tried that was not installed: a hook edit its test rejected (also under
+    the review gate, which never held it). It takes no review; it is a signal of what the agent
+    tries and fails."""
+
+    id: str
+    file: str  # workspace-relative, e.g. "hooks/notes.py"
+    created_at: float
+    state: str = "rejected by its test"
+    message: str = ""  # what the commit would have said, e.g. "edit notes.py"
+    tool: str | None = None
+    session: str | None = None
+    call_id: str | None = None
+    hook: str | None = None
+    review: str = "log"  # the review mode then: under "gate" it is a proposal the gate refused
+    provenance: Provenance | None = None  # the agent's words, and the test's evidence (its counts, tail)
+    diff: str | None = None  # what it proposed, against the file as it was (left out of listings)
+    output: str | None = None  # the test's whole output, at most 64 KiB (left out of listings)
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> Attempt:
+        known = known_fields(cls, data)
+        found = known.get("provenance")
+        known["provenance"] = Provenance.from_dict(found) if isinstance(found, dict) else None
+        return cls(**known)
+
+    def summary(self) -> Attempt:
+        """The same attempt without its diff and output (for listings and events)."""
+        return replace(self, diff=None, output=None)
+
+
+@dataclass
 class ReviewRecorded(Record):
     sha: str
     review: str
@@ -170,12 +202,18 @@ class ChangeList(Record):
 
     changes: list[Change] = field(default_factory=list)
     pending: list[PendingChange] = field(default_factory=list)
+    attempts: list[Attempt] = field(default_factory=list)  # newest first, without diff and output
+    # What waits: `awaiting` (held changes that can still be decided), `stale` (held changes whose
+    # file changed under them: only dismissed), `unreviewed`, `attempts` (those listed)
+    counts: dict[str, int] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, data: JSONDict) -> ChangeList:
         return cls(
             [Change.from_dict(c) for c in data.get("changes") or []],
             [PendingChange.from_dict(p) for p in data.get("pending") or []],
+            [Attempt.from_dict(a) for a in data.get("attempts") or [] if isinstance(a, dict)],
+            dict(data.get("counts") or {}),
         )
 
 
