@@ -18,7 +18,7 @@ from engine.changes.commits import Commits, HeadMemory
 from engine.changes.gate import Gate
 from engine.changes.gitstore import GitError, GitStore
 from engine.changes.history import Changes
-from engine.changes.pending import PendingChanges, when_held
+from engine.changes.pending import PendingChanges, when_decided, when_held
 from engine.changes.recovery import Recovery
 from engine.core.activity import Activity
 from engine.core.background import Background
@@ -40,7 +40,7 @@ from engine.opencode.sessions import SessionStore
 from engine.opencode.toolcalls import OpencodeCalls
 from engine.opencode.toolstages import ToolStages
 from engine.protocol.events import Event, EventKind
-from engine.protocol.records import ConfigChanged, EngineStatus, JSONDict, Notice
+from engine.protocol.records import CommitInfo, ConfigChanged, EngineStatus, JSONDict, Notice
 from engine.replay.replayer import Replayer
 from engine.tools.toolbox import Tools
 from engine.warm.starts import WarmStarts
@@ -187,6 +187,7 @@ class Engine:
             sessions=lambda: [s.info() for s in self.sessions.known()],
             refresh=self.sessions.unfreeze,
             failing=self.failures.failing_since,
+            spawn=self.background.spawn,
         )
         self.heartbeat = Heartbeat(
             config=self.current_config,
@@ -275,6 +276,14 @@ class Engine:
         """What services learn of each other's work from the bus, once all of them exist."""
         bus.listen(when_held(self.replays.held))  # replayed at once, so the reviewer sees its effect
         bus.listen(self.failures.observe)  # hook runs start and clear failures; a dispatch explains them
+        # A held change whose file a commit changed goes stale at once; a decided or stale one's
+        # replay stops.
+        bus.listen(
+            lambda e: (
+                self.changes.committed(CommitInfo.from_dict(e.data)) if e.kind == EventKind.COMMIT else None
+            )
+        )
+        bus.listen(when_decided(self.replays.stop))
 
         def follow(event: Event) -> None:
             if event.kind == EventKind.OPENCODE:
@@ -330,6 +339,7 @@ class Engine:
             # committed as such before anything left uncommitted counts as someone else's edit.
             await self.recovery.interrupted_work()
             await self.commits.commit_external()
+            await self.changes.check_stale()  # files changed while no engine watched
         except GitError as exc:
             self.warn("git", str(exc))
         await self.failures.start()  # the hooks the journal shows failing still

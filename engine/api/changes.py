@@ -135,3 +135,9 @@ def add_change_routes(router: Router, changes: Changes, attempts: Attempts) -> N
         data = await body(request)
         who, reason = operator(data), text_field(data, "reason", 10_000)
         return answer(await changing(lambda: changes.reject_pending(request.path_params["id"], who, reason)))
+
+    @router.serve(routes.PENDING_DISMISS)
+    async def dismiss_pending(request: Request) -> Response:
+        data = await body(request)
+        who, reason = operator(data), text_field(data, "reason", 10_000)
+        return answer(await changing(lambda: changes.dismiss_pending(request.path_params["id"], who, reason)))

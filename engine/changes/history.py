@@ -8,21 +8,25 @@ import asyncio
 import os
 import stat
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from engine.changes.commits import Commits
 from engine.changes.errors import ChangeError as ChangeError  # where its callers catch it
 from engine.changes.gitstore import Commit, GitError, RevertConflict
+from engine.changes.held import already, refusal, stale_note, told_stale
 from engine.changes.pending import PendingChanges, sha256
 from engine.changes.provenance import PROVENANCE_REF, decode
 from engine.changes.textdiff import unified_diff
+from engine.changes.trailers import parse_trailers
 from engine.core.activity import Activity
 from engine.core.bus import EventBus
 from engine.protocol.records import (
     Change,
     ChangeDiff,
+    CommitInfo,
     FailingSince,
     FileAtChange,
     Impact,
@@ -74,6 +78,7 @@ class Changes:
         sessions: Callable[[], list[SessionInfo]],
         refresh: Callable[[str], bool],
         failing: Callable[[], dict[str, list[FailingSince]]] = dict,
+        spawn: Callable[[Coroutine[Any, Any, Any], str], None] | None = None,
     ) -> None:
         self._workspace = workspace
         self._commits = commits
@@ -86,6 +91,8 @@ class Changes:
         self._sessions = sessions  # the sessions the engine knows
         self._refresh = refresh  # drop a session's frozen prompt: its next request composes one anew
         self._failing = failing  # per commit, the hooks failing since it (engine.failures)
+        # work started from a bus listener (telling the agent its change went stale)
+        self._spawn = spawn or _spawn
 
     # ---- history ----------------------------------------------------------------------------
 
@@ -265,6 +272,9 @@ class Changes:
         )
         return Reverted(commit.sha, shas, list(commit.files), refreshed)
 
+    async def _tell_session(self, session: str, message: str, change: str) -> None:
+        await self._tell(session, message, change)
+
     async def _tell_author(self, provenance: Provenance | None, message: str, change: str) -> None:
         """Let the session that made a change know what became of it (a notification)."""
         if provenance is not None and provenance.session:
@@ -279,33 +289,103 @@ class Changes:
         return self._pending.get(pending_id)
 
     def review(self, pending_id: str) -> PendingReview:
-        """A pending change with its content and its diff against the file as it is now."""
+        """A pending change with its content and its diff against the file as it is now; when the file
+        changed since it was proposed, also what the agent changed and the file now, and a warning."""
         item = self.get(pending_id)
+        current = self._current(item)
+        text = current.decode("utf-8", errors="replace") if current is not None else ""
+        review = PendingReview.from_dict(
+            {**item.to_dict(), "diff": unified_diff(text, item.content or "", item.file)}
+        )
+        base = self._base_of(item)
+        if base is not None:
+            review.proposed_diff = unified_diff(base, item.content or "", item.file)
+        if sha256(current or b"") != item.base_sha256:
+            review.changed, review.current = True, text
+            review.warning = (
+                f"{item.file} changed after the agent proposed this change: the diff against the file as "
+                "it is now would undo that change; what the agent changed is `proposed_diff`."
+            )
+        return review
+
+    def _current(self, item: PendingChange) -> bytes | None:
+        """The held change's file as it is now (None when it does not exist)."""
         try:
-            before = (self._workspace.root / item.file).read_text(encoding="utf-8", errors="replace")
+            return Path(os.path.realpath(self._workspace.root / item.file)).read_bytes()
         except OSError:
-            before = ""
-        diff = unified_diff(before, item.content or "", item.file)
-        return PendingReview.from_dict({**item.to_dict(), "diff": diff})
+            return None
+
+    def _base_of(self, item: PendingChange) -> str | None:
+        """The content a held change was based on: kept with it, else found in the file's history."""
+        if item.base is not None:
+            return item.base
+        for commit in self._git.log(50, [item.file]):
+            found = self._git.file_at(str(commit["sha"]), item.file)
+            if found is not None and sha256(found[1]) == item.base_sha256:
+                return found[1].decode("utf-8", "surrogateescape")
+        return "" if item.base_sha256 == sha256(b"") else None
+
+    def _changed_by(self, item: PendingChange, current: bytes | None) -> tuple[str | None, str | None]:
+        """The commit that left the file as it is now (sha, subject), when the file is as committed."""
+        committed = self._git.committed_file(item.file)
+        if committed is None or committed[1] != (current or b""):
+            return None, None
+        found = self._git.log(1, [item.file])
+        if not found:
+            return None, None
+        return str(found[0]["sha"]), str(found[0]["message"]).splitlines()[0]
+
+    def _go_stale(self, item: PendingChange, changed_by: str | None, subject: str | None) -> None:
+        """The held change's file changed under it: stale at once, published, the agent told, its
+        replay stopped (a listener of the `pending` event)."""
+        item.status, item.decided_at = "stale", time.time()
+        item.changed_by, item.note = changed_by, stale_note(item, changed_by, subject)
+        self._pending.save(item)
+        self._bus.publish(item.summary())
+        if item.provenance is not None and item.provenance.session:
+            self._spawn(
+                self._tell_session(item.provenance.session, told_stale(item, changed_by, subject), item.id),
+                "tell the agent its held change went stale",
+            )
+
+    def committed(self, info: CommitInfo) -> None:
+        """A commit (a bus listener of `commit` events): the held changes of the files it changed
+        whose file no longer is what they were based on go stale at once."""
+        installed = parse_trailers(info.message).get("pending")
+        subject = info.message.splitlines()[0] if info.message else None
+        for item in self._pending.listed():
+            moved = item.file in info.files and item.id != installed
+            if moved and sha256(self._current(item) or b"") != item.base_sha256:
+                self._go_stale(item, info.sha, subject)
+
+    async def check_stale(self) -> list[PendingChange]:
+        """At start: the held changes whose file changed while no engine watched go stale."""
+
+        def moved() -> list[tuple[PendingChange, str | None, str | None]]:
+            found = []
+            for item in self._pending.listed():
+                current = self._current(item)
+                if sha256(current or b"") != item.base_sha256:
+                    found.append((item, *self._changed_by(item, current)))
+            return found
+
+        stale = await asyncio.to_thread(moved)
+        for item, changed_by, subject in stale:
+            self._go_stale(item, changed_by, subject)
+        return [item for item, _, _ in stale]
 
     async def approve_pending(self, pending_id: str, who: str = "operator") -> PendingChange:
         item = self.get(pending_id)
-        if item.status != "pending":
-            raise ChangeError(f"change {pending_id} was already {item.status}")
-        target = Path(os.path.realpath(self._workspace.root / item.file))
+        if item.status not in ("pending", "stale"):
+            raise ChangeError(already(item))
         with self._activity.running():
             async with self._commits.lock:
-                try:
-                    current = target.read_bytes()
-                except OSError:
-                    current = b""
-                if sha256(current) != item.base_sha256:
-                    item.status, item.decided_at = "stale", time.time()
-                    item.note = (
-                        f"{item.file} changed after the agent proposed this; ask it to redo the change"
-                    )
-                    self._pending.save(item)
-                    raise ChangeError(item.note)
+                item = self.get(pending_id)  # another decision may have made it stale meanwhile
+                current = self._current(item)
+                if item.status == "stale" or sha256(current or b"") != item.base_sha256:
+                    raise self._refused(item, current)
+                if item.status != "pending":
+                    raise ChangeError(already(item))
                 commit = await self._apply(item, who)
             if commit is not None:
                 await asyncio.to_thread(self._git.add_review, commit.sha, f"approved by {who} (review gate)")
@@ -320,6 +400,20 @@ class Changes:
             commit.sha if commit else item.id,
         )
         return item.summary()
+
+    def _refused(self, item: PendingChange, current: bytes | None) -> ChangeError:
+        """An approval of a change whose file changed since it was proposed: it goes stale (if it
+        was not), and the refusal carries the three versions."""
+        changed_by, subject = (
+            (item.changed_by, None) if item.status == "stale" else self._changed_by(item, current)
+        )
+        if changed_by and subject is None:
+            subject = self._git.subject(changed_by) or None
+        if item.status != "stale":
+            self._go_stale(item, changed_by, subject)
+        text = (current or b"").decode("utf-8", "surrogateescape")
+        message, details = refusal(item, self._base_of(item), text, changed_by, subject)
+        return ChangeError(message, details)
 
     async def finish_approval(self, item: PendingChange, who: str) -> None:
         """Complete an approval that wrote the file and stopped before its commit (the engine died).
@@ -366,9 +460,12 @@ class Changes:
     async def reject_pending(
         self, pending_id: str, who: str = "operator", reason: str | None = None
     ) -> PendingChange:
+        """Reject a held change; a stale one (which can no longer be decided) is dismissed instead."""
         item = self.get(pending_id)
+        if item.status == "stale":
+            return await self.dismiss_pending(pending_id, who, reason)
         if item.status != "pending":
-            raise ChangeError(f"change {pending_id} was already {item.status}")
+            raise ChangeError(already(item))
         item.status, item.decided_at = "rejected", time.time()
         item.note = f"rejected by {who}" + (f": {reason}" if reason else "")
         self._pending.save(item)
@@ -381,3 +478,44 @@ class Changes:
             item.id,
         )
         return item.summary()
+
+    async def dismiss_pending(
+        self, pending_id: str, who: str = "operator", reason: str | None = None
+    ) -> PendingChange:
+        """Dismiss a stale held change (its file changed under it), with a reason the agent is told."""
+        item = self.get(pending_id)
+        if item.status == "pending":
+            raise ChangeError(
+                "This held change can still be decided (its file has not changed since it was "
+                "proposed): approve or reject it instead of dismissing it."
+            )
+        if item.status != "stale":
+            raise ChangeError(already(item))
+        item.status, item.decided_at = "dismissed", time.time()
+        item.note = (
+            f"dismissed by {who}" + (f": {reason}" if reason else "") + f" (it was stale: {item.note})"
+        )
+        self._pending.save(item)
+        self._bus.publish(item.summary())
+        if reason:
+            await self._tell_author(
+                item.provenance,
+                f'The operator dismissed your proposed change "{item.message}" to {item.file}, which '
+                f"went stale, because: {reason}.",
+                item.id,
+            )
+        return item.summary()
+
+
+def _spawn(coro: Coroutine[Any, Any, Any], what: str) -> None:
+    """Run `coro` without waiting (kept until it ends); without a running loop, it is dropped."""
+    try:
+        task = asyncio.get_running_loop().create_task(coro, name=what)
+    except RuntimeError:
+        coro.close()
+        return
+    _TASKS.add(task)
+    task.add_done_callback(_TASKS.discard)
+
+
+_TASKS: set[asyncio.Task[Any]] = set()

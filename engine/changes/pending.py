@@ -55,6 +55,7 @@ class PendingChanges:
             hook=hook,
             created_at=time.time(),
             provenance=provenance,
+            base=old.decode("utf-8", "surrogateescape"),  # the three-way view shows it if it goes stale
         )
         self.save(pending)
         self._bus.publish(pending.summary())
@@ -96,5 +97,17 @@ def when_held(react: Callable[[PendingChange], object]) -> Callable[[Event], Non
     def listener(event: Event) -> None:
         if event.kind == EventKind.PENDING and event.data.get("status") == "pending":
             react(PendingChange.from_dict(event.data))
+
+    return listener
+
+
+def when_decided(react: Callable[[str, str], object]) -> Callable[[Event], None]:
+    """A bus listener that calls `react(id, status)` for each held change that was decided or went
+    stale (a `pending` event with another status than `pending`)."""
+
+    def listener(event: Event) -> None:
+        status = event.data.get("status")
+        if event.kind == EventKind.PENDING and status != "pending":
+            react(str(event.data.get("id")), str(status))
 
     return listener

@@ -297,6 +297,10 @@ def reject_pending(id: str, reason: str | None = None, by: str | None = None) ->
     return call(routes.PENDING_REJECT, Decision(by, reason), id=id)
 
 
+def dismiss_pending(id: str, reason: str | None = None, by: str | None = None) -> Call[PendingChange]:
+    return call(routes.PENDING_DISMISS, Decision(by=by, reason=reason), id=id)
+
+
 # ---- replays -------------------------------------------------------------------------------------
 
 

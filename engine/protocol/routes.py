@@ -268,6 +268,13 @@ PENDING_APPROVE: Final = Route(
 PENDING_REJECT: Final = Route(
     "POST", "/v1/pending/{id}/reject", PendingChange, Decision, doc="drop a held change"
 )
+PENDING_DISMISS: Final = Route(
+    "POST",
+    "/v1/pending/{id}/dismiss",
+    PendingChange,
+    Decision,
+    doc="set aside a stale held change (its file changed under it), with a reason the agent is told",
+)
 
 # ---- replays --------------------------------------------------------------------------------------
 
@@ -415,6 +422,7 @@ ROUTES: Final[tuple[Route[Any], ...]] = (
     PENDING,
     PENDING_APPROVE,
     PENDING_REJECT,
+    PENDING_DISMISS,
     CHANGE_REPLAY,
     PENDING_REPLAY,
     CHANGE_REPLAY_LATEST,

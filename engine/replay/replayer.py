@@ -262,6 +262,14 @@ class Replayer:
         found.task.cancel()
         return True
 
+    def stop(self, target: str, status: str) -> None:
+        """A held change was decided or went stale (`status`): its replays under way stop, since
+        their result can no longer inform a decision (cancelled, and they say why)."""
+        for running in list(self._running.values()):
+            if running.record.target == target and not running.task.done():
+                running.record.error = f"stopped: the change was {status} while it was replayed"
+                running.task.cancel()
+
     def latest(self, target: str) -> ReplayResult | None:
         """The replay of a change (sha or pending id) under way, else the last one kept."""
         running = [r.record for r in self._running.values() if r.record.target == target]
@@ -281,8 +289,10 @@ class Replayer:
 
     async def _replay_held(self, pending_id: str) -> None:
         try:
-            self.start(await self.pending_change(pending_id))
-        except ReplayError as exc:
+            change = await self.pending_change(pending_id)
+            if self._pending(pending_id).status == "pending":  # not decided while it was read
+                self.start(change)
+        except (ReplayError, ChangeError) as exc:
             log.warning("replay of pending change %s: %s", pending_id, exc)
 
     async def close(self) -> None:

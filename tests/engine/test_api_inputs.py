@@ -82,6 +82,7 @@ ROUTES: dict[str, dict[str, Any]] = {
     "/v1/changes/HEAD/approve": {"by": "me"},
     "/v1/pending/chg_none/approve": {"by": "me"},
     "/v1/pending/chg_none/reject": {"by": "me", "reason": "no"},
+    "/v1/pending/chg_none/dismiss": {"by": "me", "reason": "no"},
     "/v1/debug/load": {"count": 2, "stdout_bytes": 10},
     "/v1/heartbeat/pause": {},
     "/v1/heartbeat/resume": {},

@@ -116,11 +116,15 @@ class PendingChange(Record):
     hook: str | None
     created_at: float
     content: str | None = None  # the proposed content (left out of listings)
-    status: str = "pending"  # pending | approved | rejected | stale
+    # pending (it can be decided) | approved | rejected | stale (its file changed under it: it can
+    # only be dismissed) | dismissed
+    status: str = "pending"
     decided_at: float | None = None
     commit: str | None = None
-    note: str | None = None
+    note: str | None = None  # why it was decided or went stale, in words
     provenance: Provenance | None = None
+    base: str | None = None  # the file's content it was based on (left out of listings)
+    changed_by: str | None = None  # stale: the commit that changed the file under it, if committed
 
     @classmethod
     def from_dict(cls, data: JSONDict) -> PendingChange:
@@ -130,8 +134,8 @@ class PendingChange(Record):
         return cls(**known)
 
     def summary(self) -> PendingChange:
-        """The same change without its content (for listings and events)."""
-        return replace(self, content=None)
+        """The same change without its content and base (for listings and events)."""
+        return replace(self, content=None, base=None)
 
 
 @dataclass
@@ -273,9 +277,15 @@ class Reverted(Record):
 
 @dataclass
 class PendingReview(PendingChange):
-    """A pending change with its content and its diff against the file as it is now."""
+    """A pending change with its content and its diff against the file as it is now (what approving
+    it would do); when the file changed since it was proposed, also what the agent changed and the
+    file now, so that it never silently undoes that change."""
 
     diff: str = ""
+    changed: bool = False  # the file changed since the change was proposed
+    proposed_diff: str | None = None  # what the agent changed: its base to its content (when known)
+    current: str | None = None  # the file now, when it changed since
+    warning: str | None = None  # in words, when it changed since
 
     @classmethod
     def from_dict(cls, data: JSONDict) -> PendingReview:
