@@ -19,6 +19,7 @@ from engine.changes.gate import Gate
 from engine.changes.gitstore import GitError, GitStore
 from engine.changes.history import Changes
 from engine.changes.pending import PendingChanges, when_decided, when_held
+from engine.changes.reach import answered
 from engine.changes.recovery import Recovery
 from engine.core.activity import Activity
 from engine.core.background import Background
@@ -188,6 +189,7 @@ class Engine:
             refresh=self.sessions.unfreeze,
             failing=self.failures.failing_since,
             spawn=self.background.spawn,
+            answers=lambda since, until: answered(self.journal, since, until),
         )
         self.heartbeat = Heartbeat(
             config=self.current_config,

@@ -89,6 +89,11 @@ def add_change_routes(router: Router, changes: Changes, attempts: Attempts) -> N
         rev = request.path_params["rev"]
         return answer(await changing(lambda: asyncio.to_thread(changes.impact, rev)))
 
+    @router.serve(routes.CHANGE_REACH)
+    async def reach(request: Request) -> Response:
+        rev = request.path_params["rev"]
+        return answer(await changing(lambda: asyncio.to_thread(changes.reach, rev)))
+
     @router.serve(routes.CHANGE_DIFF)
     async def diff(request: Request) -> Response:
         rev = request.path_params["rev"]

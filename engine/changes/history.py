@@ -19,6 +19,7 @@ from engine.changes.gitstore import Commit, GitError, RevertConflict
 from engine.changes.held import already, refusal, stale_note, told_stale
 from engine.changes.pending import PendingChanges, sha256
 from engine.changes.provenance import PROVENANCE_REF, decode
+from engine.changes.reach import reach_of, untested
 from engine.changes.textdiff import unified_diff
 from engine.changes.trailers import parse_trailers
 from engine.core.activity import Activity
@@ -33,9 +34,11 @@ from engine.protocol.records import (
     PendingChange,
     PendingReview,
     Provenance,
+    Reach,
     Reverted,
     ReviewRecorded,
     SessionInfo,
+    StageResult,
 )
 from engine.workspace.layout import Workspace, write_atomic
 
@@ -79,6 +82,7 @@ class Changes:
         refresh: Callable[[str], bool],
         failing: Callable[[], dict[str, list[FailingSince]]] = dict,
         spawn: Callable[[Coroutine[Any, Any, Any], str], None] | None = None,
+        answers: Callable[[float, float | None], list[StageResult]] = lambda since, until: [],
     ) -> None:
         self._workspace = workspace
         self._commits = commits
@@ -93,6 +97,7 @@ class Changes:
         self._failing = failing  # per commit, the hooks failing since it (engine.failures)
         # work started from a bus listener (telling the agent its change went stale)
         self._spawn = spawn or _spawn
+        self._answers = answers  # the agent's answers the journal keeps between two moments, newest first
 
     # ---- history ----------------------------------------------------------------------------
 
@@ -130,6 +135,11 @@ class Changes:
             for target in (change.reverts or "").split():
                 reverted.setdefault(target, change.sha)
         for change in changes:
+            change.untested = (
+                untested(change.files, change.provenance)
+                if needs_review(change.origin, change.files)
+                else None
+            )
             change.reverted_by = reverted.get(change.sha)
             if change.reverted_by:
                 change.state = "reverted"
@@ -170,6 +180,16 @@ class Changes:
             [by_sha[s].to_dict() if s in by_sha else {"sha": s} for s in later],
             [replace(s, history=None) for s in frozen if s.id not in listed],
         )
+
+    def reach(self, rev: str) -> Reach:
+        """The sessions that run a change (frozen under it, or whose hooks ran after it for a hook or
+        the config) and the agent's answers in each since, while it was installed."""
+        change = self.change(rev)
+        later = self._git.later_commits(change.sha, change.files)
+        by_sha = {c.sha: c for c in self.history(1000)}
+        installed = sorted((installed_at(by_sha[s]), s) for s in later if s in by_sha)
+        until, next_change = installed[0] if installed else (None, None)
+        return reach_of(change, installed_at(change), until, next_change, self._sessions(), self._answers)
 
     def diff(self, rev: str) -> ChangeDiff:
         sha = self.resolve(rev)
@@ -283,10 +303,10 @@ class Changes:
     # ---- review gate ------------------------------------------------------------------------
 
     def pending(self, include_decided: bool = False) -> list[PendingChange]:
-        return self._pending.listed(include_decided)
+        return [_with_untested(p) for p in self._pending.listed(include_decided)]
 
     def get(self, pending_id: str) -> PendingChange:
-        return self._pending.get(pending_id)
+        return _with_untested(self._pending.get(pending_id))
 
     def review(self, pending_id: str) -> PendingReview:
         """A pending change with its content and its diff against the file as it is now; when the file
@@ -505,6 +525,11 @@ class Changes:
                 item.id,
             )
         return item.summary()
+
+
+def _with_untested(item: PendingChange) -> PendingChange:
+    item.untested = untested([item.file], item.provenance) if item.tool else None
+    return item
 
 
 def _spawn(coro: Coroutine[Any, Any, Any], what: str) -> None:

@@ -53,6 +53,7 @@ from .records import (
     PendingReview,
     PermissionAnswer,
     PermissionRequest,
+    Reach,
     Record,
     ReplayCancelled,
     ReplayRequest,
@@ -261,6 +262,10 @@ def change(rev: str) -> Call[Change]:
 
 def impact(rev: str) -> Call[Impact]:
     return call(routes.CHANGE_IMPACT, rev=rev)
+
+
+def reach(rev: str) -> Call[Reach]:
+    return call(routes.CHANGE_REACH, rev=rev)
 
 
 def diff(rev: str) -> Call[ChangeDiff]:

@@ -50,6 +50,7 @@ from .records import (
     PendingReview,
     PermissionAnswer,
     PermissionRequest,
+    Reach,
     Record,
     ReplayCancelled,
     ReplayRequest,
@@ -241,6 +242,12 @@ CHANGES: Final = Route(
 )
 CHANGE: Final = Route("GET", "/v1/changes/{rev}", Change, doc="one change, as in the list")
 CHANGE_IMPACT: Final = Route("GET", "/v1/changes/{rev}/impact", Impact, doc="what reverting it would touch")
+CHANGE_REACH: Final = Route(
+    "GET",
+    "/v1/changes/{rev}/reach",
+    Reach,
+    doc="the sessions that run it and the agent's answers in each since",
+)
 CHANGE_DIFF: Final = Route("GET", "/v1/changes/{rev}/diff", ChangeDiff, doc="the commit's patch")
 CHANGE_FILE: Final = Route(
     "GET",
@@ -414,6 +421,7 @@ ROUTES: Final[tuple[Route[Any], ...]] = (
     CHANGES,
     CHANGE,
     CHANGE_IMPACT,
+    CHANGE_REACH,
     CHANGE_DIFF,
     CHANGE_FILE,
     CHANGE_APPROVE,

@@ -246,6 +246,7 @@ def test_a_real_engine_answers_each_route_with_its_record(tmp_path: Path) -> Non
         head = changes.changes[0]
         assert answered(client, calls.change(head.sha)).sha == head.sha
         answered(client, calls.impact(head.sha))
+        answered(client, calls.reach(head.sha))
         answered(client, calls.diff(head.sha))
         file = answered(client, calls.file_at(head.sha, head.files[0]))
         assert isinstance(file, FileAtChange) and file.path == head.files[0]

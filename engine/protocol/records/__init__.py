@@ -16,6 +16,7 @@ an older client can read a newer engine's records).
 
 from .base import JSONDict, Record, new_id
 from .changes import (
+    Answer,
     Attempt,
     Change,
     ChangeDiff,
@@ -30,9 +31,11 @@ from .changes import (
     PendingChange,
     PendingReview,
     Provenance,
+    Reach,
     Reverted,
     RevertRequest,
     ReviewRecorded,
+    SessionReach,
 )
 from .failures import FailingSince, Failure, FailureList, Suspect
 from .heartbeat import HeartbeatChanged, HeartbeatFired, HeartbeatStatus, TickList, TickResult
@@ -100,6 +103,7 @@ from .tools import (
 __all__ = [
     "SHOW_SOURCES",
     "ActionDone",
+    "Answer",
     "AssistantRequest",
     "Attempt",
     "BeforeTurnAnswer",
@@ -151,6 +155,7 @@ __all__ = [
     "PermissionAnswer",
     "PermissionRequest",
     "Provenance",
+    "Reach",
     "Record",
     "ReplayCancelled",
     "ReplayProgress",
@@ -164,6 +169,7 @@ __all__ = [
     "SessionChanged",
     "SessionInfo",
     "SessionList",
+    "SessionReach",
     "SkippedHook",
     "StageComparison",
     "StageRequest",

@@ -77,6 +77,8 @@ class Change(Record):
     provenance: Provenance | None = None
     # The hooks failing since it, that it most likely made fail (engine.failures): `failing since: 3 runs`.
     failing: list[FailingSince] = field(default_factory=list)
+    # Where the evidence of a test would be, for a change that ran none: "no test covers prompts/chat.md"
+    untested: str | None = None
 
     @classmethod
     def from_dict(cls, data: JSONDict) -> Change:
@@ -125,6 +127,7 @@ class PendingChange(Record):
     provenance: Provenance | None = None
     base: str | None = None  # the file's content it was based on (left out of listings)
     changed_by: str | None = None  # stale: the commit that changed the file under it, if committed
+    untested: str | None = None  # "no test covers prompts/chat.md" when no test ran on it
 
     @classmethod
     def from_dict(cls, data: JSONDict) -> PendingChange:
@@ -240,6 +243,58 @@ class Impact(Record):
             [c for c in data.get("later") or [] if isinstance(c, dict)],
             [SessionInfo.from_dict(s) for s in data.get("later_sessions") or []],
         )
+
+
+@dataclass
+class Answer(Record):
+    """One answer of the agent, as the journal keeps it (the `observe_message` dispatch of a finished
+    response)."""
+
+    dispatch: str  # the dispatch's id (GET /v1/dispatches?session=…; the stage results view)
+    at: float
+    text: str  # the answer, at most 2,000 characters
+    calls: list[str] = field(default_factory=list)  # the tools the response called
+    turn: str | None = None  # the user message it answered, when known
+
+
+@dataclass
+class SessionReach(Record):
+    """A session that runs a change: since when, and the agent's answers there since."""
+
+    session: SessionInfo  # without history
+    how: str  # "frozen under it" (its prompt was composed while it was installed) | "its hooks ran after it"
+    since: float
+    answers: list[Answer] = field(default_factory=list)  # newest first, at most 20
+    more: int = 0  # answers since that are not listed
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> SessionReach:
+        known = known_fields(cls, data)
+        known["session"] = SessionInfo.from_dict(known.get("session") or {})
+        known["answers"] = [Answer.from_dict(a) for a in known.get("answers") or [] if isinstance(a, dict)]
+        return cls(**known)
+
+
+@dataclass
+class Reach(Record):
+    """`GET /v1/changes/{rev}/reach`: the sessions that run a change and what the agent answered in
+    each since, while it was installed (until a later change to the same files)."""
+
+    sha: str
+    files: list[str] = field(default_factory=list)
+    since: float = 0.0  # when it took effect
+    until: float | None = None  # when the next change to the same files took effect
+    later: str | None = None  # that change
+    sessions: list[SessionReach] = field(default_factory=list)
+    untested: str | None = None  # as the change's
+
+    @classmethod
+    def from_dict(cls, data: JSONDict) -> Reach:
+        known = known_fields(cls, data)
+        known["sessions"] = [
+            SessionReach.from_dict(s) for s in known.get("sessions") or [] if isinstance(s, dict)
+        ]
+        return cls(**known)
 
 
 @dataclass
