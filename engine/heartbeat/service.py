@@ -234,7 +234,12 @@ class Heartbeat:
         return beats.history_text(self.recent_beats(limit))
 
     def ticks(self, limit: int = 50) -> list[TickResult]:
-        """The last ticks, newest first, as the journal keeps them (this engine's own without one)."""
+        """The last ticks, newest first, as the journal keeps them (this engine's own without one).
+        Waits for the journal's writer, so that the ticks already announced are there: call it off
+        the event loop."""
+        if self._journal is not None:
+            with contextlib.suppress(TimeoutError):
+                self._journal.flush(5.0)
         return beats.last_ticks(self._journal, self.state.history, limit)
 
     # ---- status -----------------------------------------------------------------------------

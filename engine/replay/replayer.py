@@ -172,7 +172,10 @@ class Replayer:
             raise ReplayError(str(exc)) from exc
         if item.status != "pending":
             hint = f"; replay its commit {item.commit[:10]} instead" if item.commit else ""
-            raise ReplayError(f"change {pending_id} was already {item.status}{hint}")
+            raise ReplayError(
+                f"held change {pending_id} was already {item.status}, so there is no decision left for a "
+                f"replay to inform{hint}"
+            )
         root = os.path.realpath(self._root)
         real = os.path.realpath(self._root / item.file)
         if os.path.commonpath([root, real]) != root:

@@ -147,6 +147,10 @@ def test_a_hook_edit_that_passes_its_test_and_breaks_the_heartbeat_is_named_and_
         # the heartbeat session shows the model its ticks used
         session = engine.sessions.find(str(healed.session))
         assert session is not None and session.model == MODEL
+        # the history tells the truth too
+        history = await asyncio.to_thread(engine.heartbeat.ticks, 10)
+        assert [t.outcome for t in history] == ["ok", "degraded", "degraded", "ok"]
+        assert history[1].failures[0].suspect is not None
 
     with_engine(ws, body)
 
