@@ -5,6 +5,7 @@ came from and whether it was reviewed, approvals (git notes), reverts (new commi
 from __future__ import annotations
 
 import asyncio
+import logging
 import os
 import stat
 import time
@@ -41,6 +42,8 @@ from engine.protocol.records import (
     StageResult,
 )
 from engine.workspace.layout import Workspace, write_atomic
+
+log = logging.getLogger("evolve.changes")
 
 REVIEWED_AREAS = ("hooks/", "prompts/", "config/", "tests/")
 """Where a change alters what the agent is: an agent's or a hook's change there needs a review."""
@@ -375,8 +378,11 @@ class Changes:
         subject = info.message.splitlines()[0] if info.message else None
         for item in self._pending.listed():
             moved = item.file in info.files and item.id != installed
-            if moved and sha256(self._current(item) or b"") != item.base_sha256:
-                self._go_stale(item, info.sha, subject)
+            try:
+                if moved and sha256(self._current(item) or b"") != item.base_sha256:
+                    self._go_stale(item, info.sha, subject)
+            except OSError as exc:  # it runs inside the commit's announcement: never break that
+                log.warning("cannot mark held change %s stale: %s", item.id, exc)
 
     async def check_stale(self) -> list[PendingChange]:
         """At start: the held changes whose file changed while no engine watched go stale."""

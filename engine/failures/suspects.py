@@ -104,9 +104,15 @@ def find_suspect(
     commits = git.log(LOOKED_AT, paths)
     if not commits:
         return None
-    notes = git.notes(PROVENANCE_REF, 1000)
+    notes: dict[str, str] | None = None  # read only when a commit is a candidate (one git call)
     for commit in commits:
         sha = str(commit["sha"])
+        if last_ok_at is not None and float(str(commit["time"])) + 1.0 < last_ok_at and sha not in (
+            committed_at or {}
+        ):
+            return None  # made before the hook last ran fine (the common case of a hook that flaps)
+        if notes is None:
+            notes = git.notes(PROVENANCE_REF, 1000)
         found = decode(notes[sha]) if sha in notes else None
         precise = (committed_at or {}).get(sha) or (found.at if found is not None and found.at else None)
         at = precise or float(str(commit["time"]))

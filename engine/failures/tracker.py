@@ -88,15 +88,18 @@ class Failures:
 
     def observe(self, event: Event) -> None:
         """The bus listener: hook runs start, continue and clear failures; a dispatch's end lets
-        its failures be explained."""
-        if event.kind == EventKind.HOOK_RUN:
-            self._run(event.data)
-        elif event.kind == EventKind.STAGE:
-            self._stage(event.data)
-        elif event.kind == EventKind.COMMIT:
-            self._committed[str(event.data.get("sha"))] = event.at
-            while len(self._committed) > KEEP_COMMITS:
-                self._committed.popitem(last=False)
+        its failures be explained. Never raises: it runs inside whoever published."""
+        try:
+            if event.kind == EventKind.HOOK_RUN:
+                self._run(event.data)
+            elif event.kind == EventKind.STAGE:
+                self._stage(event.data)
+            elif event.kind == EventKind.COMMIT:
+                self._committed[str(event.data.get("sha"))] = event.at
+                while len(self._committed) > KEEP_COMMITS:
+                    self._committed.popitem(last=False)
+        except Exception:
+            log.exception("following the failures of hooks (event %s)", event.kind)
 
     def _run(self, data: JSONDict) -> None:
         hook, stage = str(data.get("hook") or ""), str(data.get("stage") or "")
