@@ -107,8 +107,10 @@ def find_suspect(
     notes: dict[str, str] | None = None  # read only when a commit is a candidate (one git call)
     for commit in commits:
         sha = str(commit["sha"])
-        if last_ok_at is not None and float(str(commit["time"])) + 1.0 < last_ok_at and sha not in (
-            committed_at or {}
+        if (
+            last_ok_at is not None
+            and float(str(commit["time"])) + 1.0 < last_ok_at
+            and sha not in (committed_at or {})
         ):
             return None  # made before the hook last ran fine (the common case of a hook that flaps)
         if notes is None:

@@ -19,6 +19,7 @@ from typing import Any
 
 import pytest
 
+from engine.api.changes import counts
 from engine.changes.history import ChangeError
 from engine.protocol.events import Event
 from engine.protocol.records import PendingChange, ReplayResult
@@ -106,6 +107,9 @@ def test_approving_one_of_two_held_changes_makes_the_other_stale_at_once_and_it_
             (first.pending, "approved"),
         ]
         assert engine.changes.pending() == [], "nothing left to decide"
+        held = [p.summary() for p in engine.changes.pending(include_decided=True)]
+        badge = counts(engine.changes.history(10), held, 0)
+        assert (badge["awaiting"], badge["stale"]) == (0, 1), "the badge counts only what can be decided"
         # the agent is told, as for a rejection
         delivered = await told(engine, 2)
         assert any(
