@@ -354,6 +354,18 @@ def _parse_error(exc: BaseException, blank: str) -> _ParseError:
     return _ParseError(str(exc))
 
 
+def parse_json5(text: str, source: str) -> tuple[Any, ConfigIssue | None]:
+    """`text` as JSON5, or None and where and why it does not parse, in the words of the config's own
+    errors (other workspace files in JSONC, such as the scenarios of evals/, read alike)."""
+    try:
+        return json5.loads(text), None
+    except (ValueError, RecursionError) as exc:
+        error = _parse_error(exc, blank_comments(text))
+        return None, ConfigIssue(
+            source, f"not valid JSON5: {error.message}", line=error.line, column=error.column
+        )
+
+
 def load_config(path: Path, env: Mapping[str, str] | None = None, base: Config | None = None) -> LoadedConfig:
     """Read `path` (missing is fine: defaults) and apply `EVOLVE_*` overrides from `env`.
 

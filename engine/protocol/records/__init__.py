@@ -10,6 +10,7 @@ an older client can read a newer engine's records).
 - `heartbeat`: ticks and the heartbeat's status.
 - `status`: the engine's hooks, configuration, connections, warnings and status.
 - `replays`: replays of a change and what they found.
+- `evals`: behaviour checks: scenarios, their runs before and after a change, and what differs.
 - `shim`: what the opencode plugin sends and gets back.
 """
 
@@ -31,6 +32,19 @@ from .changes import (
     Reverted,
     RevertRequest,
     ReviewRecorded,
+)
+from .evals import (
+    Check,
+    EvalCancelled,
+    EvalProgress,
+    EvalRequest,
+    EvalRun,
+    HookUse,
+    ScenarioComparison,
+    ScenarioInfo,
+    ScenarioList,
+    ScenarioRun,
+    ToolUse,
 )
 from .heartbeat import HeartbeatChanged, HeartbeatFired, HeartbeatStatus, TickResult
 from .replays import (
@@ -103,6 +117,7 @@ __all__ = [
     "ChangeList",
     "ChatMessageAnswer",
     "ChatMessageRequest",
+    "Check",
     "CommitInfo",
     "CommitLog",
     "CompactingAnswer",
@@ -116,6 +131,10 @@ __all__ = [
     "DisconnectRequest",
     "DispatchList",
     "EngineStatus",
+    "EvalCancelled",
+    "EvalProgress",
+    "EvalRequest",
+    "EvalRun",
     "Evidence",
     "FieldDiff",
     "FileAtChange",
@@ -125,6 +144,7 @@ __all__ = [
     "HeartbeatStatus",
     "HookInfo",
     "HookRun",
+    "HookUse",
     "HooksDiscovered",
     "Impact",
     "InputComparison",
@@ -152,6 +172,10 @@ __all__ = [
     "ReviewRecorded",
     "RunList",
     "RunStarted",
+    "ScenarioComparison",
+    "ScenarioInfo",
+    "ScenarioList",
+    "ScenarioRun",
     "SessionChanged",
     "SessionInfo",
     "SessionList",
@@ -172,6 +196,7 @@ __all__ = [
     "ToolCallRequest",
     "ToolList",
     "ToolSpecInfo",
+    "ToolUse",
     "ToolsOffered",
     "ValidationRun",
     "grouped_by_differences",
