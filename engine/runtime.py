@@ -22,6 +22,7 @@ from engine.changes.recovery import Recovery
 from engine.core.activity import Activity
 from engine.core.background import Background
 from engine.core.bus import EventBus
+from engine.evals.service import Evals, Gatekeeper
 from engine.heartbeat.service import Clock, Heartbeat, Opencode
 from engine.hooks.hookrun import HookRunner
 from engine.hooks.protocols import fired_stages, hcp_input
@@ -177,6 +178,29 @@ class Engine:
             sessions=lambda: [s.info() for s in self.sessions.known()],
             refresh=self.sessions.unfreeze,
         )
+        self.evals = Evals(
+            root=root,
+            git=self.git,
+            config=self.current_config,
+            env=self.env,
+            publish=bus.publish,
+            store=ws.state_dir / "evals",
+            pending=self.pending.get,
+            project=lambda: Path(c.conn.directory) if (c := self.connections.client()) else None,
+            model=self.models.chat,
+            sessions=lambda: [s.info() for s in self.sessions.known()],
+            conversation=lambda info: self.connections.conversation(info.id, info.connection),
+            recorded=self.sessions.history,
+        )
+        self.gatekeeper = Gatekeeper(
+            evals=self.evals,
+            config=self.current_config,
+            pending=self.pending.get,
+            save=self.pending.save,
+            approve=lambda pending_id, who: self.changes.approve_pending(pending_id, who),
+            tell=lambda session, message, change: self.notifier.notify(None, [message], [session], change),
+            publish=bus.publish,
+        )
         self.heartbeat = Heartbeat(
             config=self.current_config,
             state=self.state,
@@ -260,6 +284,7 @@ class Engine:
     def _listen(self, bus: EventBus) -> None:
         """What services learn of each other's work from the bus, once all of them exist."""
         bus.listen(when_held(self.replays.held))  # replayed at once, so the reviewer sees its effect
+        bus.listen(when_held(self.gatekeeper.held))  # checked at once, with evals_on_review
 
         def follow(event: Event) -> None:
             if event.kind == EventKind.OPENCODE:
@@ -326,6 +351,8 @@ class Engine:
             self.connections.start()
 
     async def close(self) -> None:
+        await self.gatekeeper.close()
+        await self.evals.close()
         await self.replays.close()
         await self.heartbeat.stop()
         if self._watching is not None:

@@ -17,6 +17,7 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
 from engine.api.changes import add_change_routes
+from engine.api.evals import add_eval_routes
 from engine.api.events import add_events_route
 from engine.api.heartbeat import HeartbeatControls, add_heartbeat_routes
 from engine.api.http import Router, TokenAuth
@@ -28,6 +29,7 @@ from engine.api.status import add_status_routes
 from engine.api.tools import add_tool_routes
 from engine.changes.history import Changes
 from engine.core.bus import EventBus
+from engine.evals.service import Evals
 from engine.hooks.hookrun import HookRunner
 from engine.hooks.registry import HookRegistry
 from engine.hooks.stages import Stages
@@ -77,6 +79,8 @@ class Served(Protocol):
     @property
     def replays(self) -> Replayer: ...
     @property
+    def evals(self) -> Evals: ...
+    @property
     def heartbeat(self) -> HeartbeatControls: ...
     @property
     def shutdown_requested(self) -> asyncio.Event: ...
@@ -103,6 +107,7 @@ def build_app(engine: Served, token: str) -> ASGIApp:
     add_heartbeat_routes(router, engine.heartbeat)
     add_change_routes(router, engine.changes)
     add_replay_routes(router, engine.replays, engine.changes.resolve)
+    add_eval_routes(router, engine.evals, engine.changes.resolve)
     add_tool_routes(router, shim, engine.tools, engine.bridge)
     add_shim_routes(
         router,

@@ -17,6 +17,8 @@ from .records import (
     ActionDone,
     CommitInfo,
     ConfigChanged,
+    EvalProgress,
+    EvalRun,
     HeartbeatChanged,
     HookRun,
     HooksDiscovered,
@@ -56,6 +58,8 @@ class EventKind(StrEnum):
     HEARTBEAT = "heartbeat"
     REPLAY_PROGRESS = "replay_progress"  # a replay started or went on
     REPLAY = "replay"  # a replay ended (done, cancelled or failed); its summary, without comparisons
+    EVAL_PROGRESS = "eval_progress"  # behaviour checks started or went on
+    EVAL = "eval"  # behaviour checks ended (done, cancelled or failed); without each scenario's runs
     WARNING = "warning"
     ERROR = "error"
 
@@ -79,6 +83,8 @@ PAYLOADS: Final[dict[EventKind, type[Record]]] = {
     EventKind.HEARTBEAT: HeartbeatChanged,
     EventKind.REPLAY_PROGRESS: ReplayProgress,
     EventKind.REPLAY: ReplayResult,
+    EventKind.EVAL_PROGRESS: EvalProgress,
+    EventKind.EVAL: EvalRun,
     EventKind.WARNING: Notice,
     EventKind.ERROR: Notice,
 }

@@ -24,6 +24,7 @@ from engine.protocol.records import (
     HeartbeatStatus,
     HookRun,
     RunList,
+    ScenarioList,
     StageRun,
     ToolCall,
     ToolCallRequest,
@@ -244,6 +245,8 @@ def test_a_real_engine_answers_each_route_with_its_record(tmp_path: Path) -> Non
         answered(client, calls.diff(head.sha))
         file = answered(client, calls.file_at(head.sha, head.files[0]))
         assert isinstance(file, FileAtChange) and file.path == head.files[0]
+        scenarios = answered(client, calls.scenarios())
+        assert isinstance(scenarios, ScenarioList) and scenarios.scenarios and scenarios.errors == []
     finally:
         client.close()
         engine.stop()

@@ -115,6 +115,9 @@ class PendingChange(Record):
     commit: str | None = None
     note: str | None = None
     provenance: Provenance | None = None
+    evals: str | None = (
+        None  # its behaviour checks in a line, e.g. 'evals 5/5 → 4/5: "forget a note" fails after'
+    )
 
     @classmethod
     def from_dict(cls, data: JSONDict) -> PendingChange:
