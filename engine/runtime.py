@@ -231,6 +231,7 @@ class Engine:
             bus=bus,
             activity=self.activity,
             heartbeat=self.heartbeat,
+            evals=self.evals,
         )
         self.loops = Loops()
         self.tool_calls = OpencodeCalls(self.journal, bus)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 
-from engine.evals.expectations import call_words
+from engine.evals.expectations import call_words, quote
 from engine.protocol.records import EvalRun, ScenarioComparison, ScenarioRun
 from engine.replay.worddiff import compare as word_diff
 
@@ -140,3 +140,29 @@ def exit_status(run: EvalRun) -> int:
     if run.state != "done":
         return 1
     return 1 if run.regressed else 0
+
+
+def for_the_agent(run: EvalRun) -> str:
+    """The result as the agent reads it (the tool that runs its checks on its own proposal, the
+    notice of a change kept held): the line, then each scenario that fails, why, and its answer."""
+    if run.state != "done":
+        return f"the behaviour checks could not run: {run.error or run.state}"
+    lines = [f"{run.summary}."]
+    for s in run.scenarios:
+        if s.status in ("regressed", "failing"):
+            when = (
+                "fails with your change" if s.status == "regressed" else "fails with and without your change"
+            )
+            lines.append(
+                f"- {json.dumps(s.name, ensure_ascii=False)} {when}: " + ("; ".join(s.failed_after) or "?")
+            )
+            lines.append(f"  your answer with it: {quote(s.answer_after)}")
+        elif s.status == "improved":
+            lines.append(
+                f"- {json.dumps(s.name, ensure_ascii=False)} passes with your change (it failed without)"
+            )
+        elif s.status == "refused":
+            lines.append(f"- {json.dumps(s.name, ensure_ascii=False)}: {s.note}")
+    if not run.regressed:
+        lines.append("No scenario that passes now fails with your change.")
+    return "\n".join(lines)

@@ -216,6 +216,14 @@ class Evals:
             warnings=warnings,
         )
 
+    async def report(self, file: str, content: str, scenarios: Sequence[str] | None = None) -> str:
+        """The agent's own proposal checked, and the result in its words (the evolve_eval_run tool)."""
+        change = await asyncio.to_thread(self.proposal, file, content)
+        result = await self.check(change, scenarios=scenarios)
+        if result.state == "failed":
+            raise EvalError(f"the behaviour checks could not run: {result.error}")
+        return compare.for_the_agent(result)
+
     def scenarios(self) -> tuple[list[Scenario], list[str]]:
         """The live workspace's scenarios, and what is wrong with its scenario files."""
         loaded = load_scenarios(self._root)
@@ -564,12 +572,7 @@ class Gatekeeper:
 
 def held_message(item: PendingChange, result: EvalRun) -> str:
     """What the author of a change is told when its checks keep it held."""
-    failed = [s for s in result.scenarios if s.status == "regressed"]
-    lines = [
+    return (
         f'Your proposed change "{item.message}" to {item.file} ({item.id}) stays held for the operator: '
-        f"{result.summary}."
-    ]
-    for scenario in failed:
-        why = "; ".join(scenario.failed_after) or "it no longer passes"
-        lines.append(f'- "{scenario.name}": {why}')
-    return "\n".join(lines)
+        f"a behaviour check that passes now fails with it.\n{compare.for_the_agent(result)}"
+    )

@@ -4,6 +4,8 @@ run says why, without leaving anything behind."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import os
 import subprocess
 from pathlib import Path
@@ -13,8 +15,11 @@ import pytest
 from engine.changes.gitstore import GitStore
 from engine.evals.copies import CopyError, Held, VersionSpec, make_copy
 from engine.opencode.setup import installed_binary
+from engine.protocol.records import ToolCall
+from engine.runtime import Engine
 from tests.support.engine_process import EngineProcess
 from tests.support.environment import EVOLVE, REPO, isolated_env, run_git
+from tests.support.in_process import run_engine
 
 
 @pytest.fixture
@@ -219,3 +224,95 @@ def test_without_the_agents_opencode_project_the_check_says_where_to_name_it(
     finally:
         engine.stop()
     assert list((tmp_path / "tmp").iterdir()) == []
+
+
+# ---- the agent's tools ------------------------------------------------------------------------------
+
+EVAL_TOOLS = {
+    "evolve_eval_list",
+    "evolve_eval_read",
+    "evolve_eval_write",
+    "evolve_eval_edit",
+    "evolve_eval_run",
+}
+
+
+def set_config(ws: Path, text: str) -> None:
+    (ws / "config" / "evolve.jsonc").write_text(text)
+
+
+def test_the_eval_tools_are_offered_only_with_evals_agent_tools(ws: Path, env: dict[str, str]) -> None:
+    async def offered(engine: Engine) -> set[str]:
+        return {s.name for s in engine.tools.specs()}
+
+    names = run_engine(ws, offered, env)
+    assert not names & EVAL_TOOLS
+    refused = run_engine(ws, lambda e: e.tools.call("evolve_eval_list", {}), env)
+    assert refused.output == "unknown tool: evolve_eval_list"
+    set_config(ws, '{"evals_agent_tools": true}')
+    names = run_engine(ws, offered, env)
+    assert names >= EVAL_TOOLS
+    assert run_engine(
+        ws,
+        lambda e: asyncio.sleep(
+            0, e.tools.permission_request("evolve_eval_run", {"file": "prompts/chat.md"})
+        ),
+        env,
+    ) == {
+        "permission": "evolve_eval_run",
+        "patterns": ["prompts/chat.md"],
+    }
+
+
+def test_the_agent_lists_reads_writes_and_edits_its_scenarios_validated_and_committed(
+    ws: Path, env: dict[str, str]
+) -> None:
+    set_config(ws, '{"evals_agent_tools": true}')
+    commit_all(ws, env, "config: eval tools")
+
+    async def body(engine: Engine) -> list[ToolCall]:
+        new = '{\n  "messages": "Pin my passport note.",\n  "expect": [{"called": "notes_add", "with": {"pin": true}}],\n}\n'
+        return [
+            await engine.tools.call("evolve_eval_list", {}, session="ses_1"),
+            await engine.tools.call("evolve_eval_read", {"scenario": "forget-a-note.jsonc", "limit": 1}),
+            await engine.tools.call(
+                "evolve_eval_write", {"scenario": "pin.jsonc", "content": '{"messages": 1}'}
+            ),
+            await engine.tools.call(
+                "evolve_eval_write", {"scenario": "pin.jsonc", "content": new}, session="ses_1"
+            ),
+            await engine.tools.call(
+                "evolve_eval_edit", {"scenario": "pin.jsonc", "oldString": "passport", "newString": "visa"}
+            ),
+            await engine.tools.call("evolve_eval_read", {"scenario": "../config/evolve.jsonc"}),
+            await engine.tools.call("evolve_eval_run", {"file": "/etc/passwd", "content": "x"}),
+        ]
+
+    listed, read, bad, written, edited, outside, run = run_engine(ws, body, env)
+    assert listed.error is None and listed.output.startswith("5 scenarios in evals/:")
+    assert '- forget a note (evals/forget-a-note.jsonc): ["Add a note: book the dentist.",' in listed.output
+    assert "    expects: calls notes_forget" in listed.output
+    assert read.output == "{"
+    assert bad.error == "failed: the scenario would not read:"
+    assert "evals/pin.jsonc:1:14: field 'messages': expected the user messages" in bad.output
+    assert (written.error, written.output) == (None, "successfully wrote pin.jsonc")
+    assert written.commit is not None and edited.commit is not None
+    assert (ws / "evals" / "pin.jsonc").read_text().count("visa") == 1
+    assert run_git(ws, "log", "-1", "--format=%s", env=env).strip() == "edit scenario pin.jsonc"
+    message = run_git(ws, "log", "-1", "--format=%B", written.commit, env=env)
+    assert "Evolve-File: evals/pin.jsonc" in message and "Evolve-Session: ses_1" in message
+    assert outside.error is not None and "a scenario is a file of evals/" in outside.output
+    assert run.error is not None and "a proposal is a file of prompts/, hooks/, evals/" in run.output
+
+
+def test_under_the_review_gate_a_new_scenario_is_held_like_a_prompt(ws: Path, env: dict[str, str]) -> None:
+    set_config(ws, '{"evals_agent_tools": true, "review": "gate"}')
+    commit_all(ws, env, "config: gate")
+    content = '{"messages": "hi", "expect": [{"max_steps": 1}]}'
+    done = run_engine(
+        ws, lambda e: e.tools.call("evolve_eval_write", {"scenario": "hi.jsonc", "content": content}), env
+    )
+    assert done.pending is not None and "awaits review by the operator" in done.output
+    assert not (ws / "evals" / "hi.jsonc").exists()
+    held = json.loads((ws / "state" / "pending" / f"{done.pending}.json").read_text())
+    assert (held["file"], held["content"]) == ("evals/hi.jsonc", content)
