@@ -8,8 +8,9 @@ proposed). The scenarios are those of the version after the change (a change to 
 by the scenario it leaves). Nothing of it touches the live workspace: not its files, not its history,
 not its journal, not its sessions.
 
-Bounded: one opencode per version at a time, one scenario run per slot (one per core, shared by
-every eval of this engine), a timeout per run; cancelling ends every process an eval started and
+Bounded: one opencode per version at a time, whose runs follow each other (so that they do not see
+each other), the two versions side by side, each run holding a slot (one per core, shared by every
+eval of this engine), a timeout per run; cancelling ends every process an eval started and
 removes its directory. The last finished result of each change is kept in `state/evals/<sha or id>.json`;
 progress and the end are events (`eval_progress`, `eval`).
 
@@ -348,6 +349,8 @@ class Evals:
         started = time.perf_counter()
         scratch = Path(tempfile.mkdtemp(prefix="evolve-eval-"))
         instances: list[Instance] = []
+        # The run says it has ended only once its processes are gone and its directory removed.
+        state, error = "failed", None
         try:
             setup = self._setup(project)
             record.model = str(setup.config.get("model") or "") or None
@@ -356,14 +359,14 @@ class Evals:
                 Instance("after", scratch / "after", change.after, setup),
             ]
             record.scenarios = await self._compare(record, change, names, turns, instances)
-            record.state = "done"
+            state = "done"
         except asyncio.CancelledError:
-            record.state = "cancelled"
+            state = "cancelled"
         except (EvalError, HarnessError, CopyError) as exc:
-            record.state, record.error = "failed", str(exc)
+            error = str(exc)
         except Exception as exc:
             log.exception("eval of %s failed", change.target)
-            record.state, record.error = "failed", f"{type(exc).__name__}: {exc}"
+            error = f"{type(exc).__name__}: {exc}"
         finally:
             self._progress(record, "stopping opencode and the copies' engines", force=True)
             try:
@@ -373,6 +376,7 @@ class Evals:
                     instance.kill()
                     record.timings[instance.name] = dict(instance.timings)
                 await asyncio.to_thread(shutil.rmtree, scratch, True)
+                record.state, record.error = state, error
                 compare.finish(record)
                 record.finished_at = time.time()
                 record.duration_ms = (time.perf_counter() - started) * 1000
@@ -442,17 +446,23 @@ class Evals:
             self._progress(record, f"{instance.name}: {scenario.name} {result.state}")
             return result
 
-        tasks: dict[tuple[str, str, int], asyncio.Task[ScenarioRun]] = {}
-        async with asyncio.TaskGroup() as group:
+        async def each(instance: Instance) -> dict[tuple[str, int], ScenarioRun]:
+            # One run after the other in a version: runs that shared its opencode and its copy at
+            # once would see each other (a high-priority note notifies the other sessions, a note
+            # added shows in another's list). The two versions run side by side.
+            done: dict[tuple[str, int], ScenarioRun] = {}
             for attempt in range(1, record.repeat + 1):
                 for scenario, turn in runnable:
-                    for instance in instances:
-                        key = (instance.name, scenario.name, attempt)
-                        tasks[key] = group.create_task(one(instance, scenario, turn, attempt))
+                    done[(scenario.name, attempt)] = await one(instance, scenario, turn, attempt)
+            return done
+
+        results = dict(
+            zip(("before", "after"), await asyncio.gather(*(each(i) for i in instances)), strict=True)
+        )
         out: list[ScenarioComparison] = []
         for scenario, turn in runnable:
             runs = {
-                name: [tasks[(name, scenario.name, a)].result() for a in range(1, record.repeat + 1)]
+                name: [results[name][(scenario.name, a)] for a in range(1, record.repeat + 1)]
                 for name in ("before", "after")
             }
             if turn is not None:
