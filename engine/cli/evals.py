@@ -29,7 +29,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
     from engine.protocol.records import EvalRun
 
     root = workspace(args)
-    if args.repeat < 1:
+    if args.repeat is not None and args.repeat < 1:
         raise UsageError("--repeat must be at least 1 (runs of each scenario at each version)")
     if args.turns is not None and args.turns < 1:
         raise UsageError("--turns must be at least 1 (the last user turns to re-ask)")

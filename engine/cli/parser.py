@@ -160,9 +160,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--repeat",
         type=int,
-        default=1,
         metavar="K",
-        help="runs of each scenario at each version (default 1); the pass rates are compared",
+        help="runs of each scenario at each version (default: evals_repeat in the config, 1); "
+        "the pass rates are compared",
     )
     p.add_argument(
         "--turns",
