@@ -9,6 +9,7 @@ it, each version in its throwaway copy with its own engine and opencode.
   is told which scenario failed) and installs the neutral one by itself.
 - The last real turns are re-asked with their conversation.
 - Ctrl-C of `evolve eval` stops every process the checks started and leaves no copy behind.
+- A run that passes its time limit is aborted, and fails.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import os
 import re
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import Any
 
@@ -265,4 +267,34 @@ def test_ctrl_c_stops_every_process_the_checks_started_and_leaves_no_copy(projec
         wait_for("the copy to be removed", lambda: not copy.exists(), timeout=30)
         assert processes_under(copy) == []
         assert project.engine_api("/v1/status")["opencode"]  # the agent's own opencode is untouched
+    assert copies_left(project) == []
+
+
+def test_a_run_that_passes_its_time_limit_is_aborted_and_fails_at_both_versions(project: Project) -> None:
+    agent = playing(project)
+    (project.ws / "evals" / "slow.jsonc").write_text(
+        '{"name": "slow", "messages": "What is on my list, slowly?", "timeout_ms": 3000}'
+    )
+    project.git("add", "-A")
+    project.git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "operator: a slow scenario")
+
+    def slow(req: Request) -> Reply:
+        reply = agent.respond(req)
+        if req.last_user_text() == "What is on my list, slowly?":
+            reply.delay = 20.0
+        return reply
+
+    with project.serve() as server:
+        bad = chat_edit(project, server, story.OPENING[5])
+        project.mock.responder = slow
+        started = time.monotonic()
+        status, result = evaluate(project, bad, "--scenario", "slow", "--scenario", "forget a note")
+        took = time.monotonic() - started
+    assert status == 1 and result["state"] == "done"
+    slow_one = scenario(result, "slow")
+    assert (slow_one["status"], slow_one["passed_before"], slow_one["passed_after"]) == ("failing", 0, 0)
+    assert slow_one["failed_before"] == ["did not finish: did not finish within 3 s"]
+    assert {r["state"] for r in slow_one["runs"]} == {"error"}
+    assert result["summary"] == 'evals 1/2 → 0/2: "forget a note" fails after'
+    assert took < 60  # the 20 s answers were not waited for
     assert copies_left(project) == []
