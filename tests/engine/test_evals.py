@@ -316,3 +316,54 @@ def test_under_the_review_gate_a_new_scenario_is_held_like_a_prompt(ws: Path, en
     assert not (ws / "evals" / "hi.jsonc").exists()
     held = json.loads((ws / "state" / "pending" / f"{done.pending}.json").read_text())
     assert (held["file"], held["content"]) == ("evals/hi.jsonc", content)
+
+
+def test_doctor_names_a_scenario_file_that_does_not_read(ws: Path, env: dict[str, str]) -> None:
+    (ws / "evals" / "broken.jsonc").write_text('{"messages": "hi", "expect": [{"max_steps": 0}]}')
+    proc = subprocess.run(
+        [*EVOLVE, "doctor", "--workspace", str(ws), "--json"],
+        env=env,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
+    assert proc.returncode == 1
+    findings = json.loads(proc.stdout)["findings"]
+    assert {
+        "level": "error",
+        "where": "evals",
+        "message": "evals/broken.jsonc:1:45: field 'expect[0].max_steps': expected a whole number of steps, at least 1, got 0",
+    } in findings
+
+
+def test_a_scenario_that_needs_a_tool_outside_the_copy_is_refused_and_says_so(
+    ws: Path, env: dict[str, str], tmp_path: Path
+) -> None:
+    if installed_binary() is None:
+        pytest.skip("opencode is not installed (the end-to-end tests install it)")
+    (ws / "evals" / "shell.jsonc").write_text(
+        '{"messages": "List the files.", "expect": [{"called": "bash"}]}'
+    )
+    sha = commit_all(ws, env, "a scenario that wants a shell")
+    (tmp_path / "project").mkdir()
+    (tmp_path / "project" / "opencode.json").write_text('{"model": "mock/mock"}')
+    engine = EngineProcess(ws, env, tmp_path / "engine.log").start()
+    try:
+        body = {"wait": True, "scenarios": ["shell"], "project": str(tmp_path / "project")}
+        found = engine.request("POST", f"/v1/changes/{sha}/eval", body).json()
+    finally:
+        engine.stop()
+    assert found["state"] == "done", found["error"]
+    (refused,) = found["scenarios"]
+    assert refused["status"] == "refused" and refused["runs"] == []
+    assert refused["note"] == (
+        "refused: it expects a call of bash, which evals never give the agent (nothing outside the copy: "
+        "no shell, no web)"
+    )
+    assert found["summary"] == "evals 0/0 → 0/0: 1 refused"
+    # Nothing was started: each version was copied (its scenarios read), then removed.
+    assert {version: set(figures) for version, figures in found["timings"].items()} == {
+        "before": {"copy_ms", "stop_ms"},
+        "after": {"copy_ms", "stop_ms"},
+    }
+    assert list((tmp_path / "tmp").iterdir()) == []
