@@ -325,7 +325,7 @@ class Changes:
         self._bus.publish(item.summary())
         installed = f" and installed it as commit {commit.sha[:10]}" if commit else ""
         # The behaviour checks install a change that regresses none of them (evals_auto_approve).
-        who_did = "Your behaviour checks (evals) all passed: evolve" if who == "evals" else "The operator"
+        who_did = "No behaviour check regressed with it, so evolve" if who == "evals" else "The operator"
         await self._tell_author(
             item.provenance,
             f'{who_did} approved your proposed change "{item.message}" to {item.file}{installed}.',
