@@ -20,7 +20,6 @@ import os
 import re
 import signal
 import subprocess
-import time
 from pathlib import Path
 from typing import Any
 
@@ -287,14 +286,12 @@ def test_a_run_that_passes_its_time_limit_is_aborted_and_fails_at_both_versions(
     with project.serve() as server:
         bad = chat_edit(project, server, story.OPENING[5])
         project.mock.responder = slow
-        started = time.monotonic()
         status, result = evaluate(project, bad, "--scenario", "slow", "--scenario", "forget a note")
-        took = time.monotonic() - started
     assert status == 1 and result["state"] == "done"
     slow_one = scenario(result, "slow")
     assert (slow_one["status"], slow_one["passed_before"], slow_one["passed_after"]) == ("failing", 0, 0)
     assert slow_one["failed_before"] == ["did not finish: did not finish within 3 s"]
     assert {r["state"] for r in slow_one["runs"]} == {"error"}
     assert result["summary"] == 'evals 1/2 → 0/2: "forget a note" fails after'
-    assert took < 60  # the 20 s answers were not waited for
+    assert all(r["duration_ms"] < 15_000 for r in slow_one["runs"])  # the 20 s answers were not waited for
     assert copies_left(project) == []
