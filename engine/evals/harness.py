@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import os
 import signal
@@ -237,7 +238,7 @@ class Instance:
     async def _import(self, item: Imported) -> None:
         """Give opencode a recorded conversation before it starts (`opencode import`)."""
         path = self.base / f"import-{item.session}.json"
-        path.write_text(_json(item.data), encoding="utf-8")
+        path.write_text(json.dumps(item.data, ensure_ascii=False), encoding="utf-8")
         argv = [str(self.setup.binary), "import", str(path)]
         proc = await self._spawn(argv, self.project, self._opencode_env(), "import.log")
         try:
@@ -422,9 +423,3 @@ async def _end(proc: asyncio.subprocess.Process | None, grace: float) -> None:
 
 def _ms(started: float) -> float:
     return round((time.perf_counter() - started) * 1000, 1)
-
-
-def _json(data: Any) -> str:
-    import json
-
-    return json.dumps(data, ensure_ascii=False)
