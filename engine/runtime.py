@@ -24,6 +24,7 @@ from engine.changes.recovery import Recovery
 from engine.core.activity import Activity
 from engine.core.background import Background
 from engine.core.bus import EventBus
+from engine.evals.service import Evals, Gatekeeper
 from engine.failures.tracker import Failures
 from engine.heartbeat.service import Clock, Heartbeat, Opencode
 from engine.hooks.hookrun import HookRunner
@@ -191,6 +192,29 @@ class Engine:
             spawn=self.background.spawn,
             answers=lambda since, until: answered(self.journal, since, until),
         )
+        self.evals = Evals(
+            root=root,
+            git=self.git,
+            config=self.current_config,
+            env=self.env,
+            publish=bus.publish,
+            store=ws.state_dir / "evals",
+            pending=self.pending.get,
+            project=lambda: Path(c.conn.directory) if (c := self.connections.client()) else None,
+            model=self.models.chat,
+            sessions=lambda: [s.info() for s in self.sessions.known()],
+            conversation=lambda info: self.connections.conversation(info.id, info.connection),
+            recorded=self.sessions.history,
+        )
+        self.gatekeeper = Gatekeeper(
+            evals=self.evals,
+            config=self.current_config,
+            pending=self.pending.get,
+            save=self.pending.save,
+            approve=lambda pending_id, who: self.changes.approve_pending(pending_id, who),
+            tell=lambda session, message, change: self.notifier.notify(None, [message], [session], change),
+            publish=bus.publish,
+        )
         self.heartbeat = Heartbeat(
             config=self.current_config,
             state=self.state,
@@ -224,6 +248,7 @@ class Engine:
             activity=self.activity,
             heartbeat=self.heartbeat,
             attempted=self.attempts.record,
+            evals=self.evals,
         )
         self.loops = Loops()
         self.tool_calls = OpencodeCalls(self.journal, bus)
@@ -286,6 +311,7 @@ class Engine:
             )
         )
         bus.listen(when_decided(self.replays.stop))
+        bus.listen(when_held(self.gatekeeper.held))  # checked at once, with evals_on_review
 
         def follow(event: Event) -> None:
             if event.kind == EventKind.OPENCODE:
@@ -356,6 +382,8 @@ class Engine:
             self.connections.start()
 
     async def close(self) -> None:
+        await self.gatekeeper.close()
+        await self.evals.close()
         await self.replays.close()
         await self.heartbeat.stop()
         await self.failures.close()

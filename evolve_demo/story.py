@@ -11,12 +11,16 @@ The scenes, in the order the demo plays them:
 3. chat: "what's on my list?" (`notes_list`, and the answer quotes its result);
 4. chat: "keep your answers shorter" (`evolve_prompt_edit` of prompts/chat.md);
 5. chat: rename `notes_list` (an `evolve_hook_edit` that the hook's test rejects);
-6. heartbeat (every tick): `notes_list`, then a one-line upkeep summary. The first tick after scene 5
+6. chat: "never lose any of my notes" (an `evolve_prompt_edit` of prompts/chat.md that adds a rule:
+   never delete a note). The model reads the system prompt it is sent: while that rule is in it, the
+   agent refuses to drop a note that is done, which the example's scenario "forget a note" catches
+   (`evolve eval` on that commit: it passes before and fails after);
+7. heartbeat (every tick): `notes_list`, then a one-line upkeep summary. The first tick after scene 5
    makes a plainly bad `evolve_hook_edit` that passes the test: it tells every later heartbeat to
    forget every note that is not pinned. While that text is in the heartbeat's system prompt, each
    tick forgets a note, until the operator reverts the edit;
-7. chat, from then on in a loop: new errands, lists, counts, and errands done (`notes_forget` of the
-   note whose text the last `notes_list` showed).
+8. chat, from then on in a loop: new errands, lists, counts, and errands done (`notes_forget` of the
+   note whose text the last `notes_list` showed, unless the rule of scene 6 is in force).
 """
 
 from __future__ import annotations
@@ -34,6 +38,11 @@ HEARTBEAT_PREFIX = "[heartbeat] "
 # Scene 4: the prompt edit (prompts/chat.md of the example workspace).
 PROMPT_OLD = "Answer plainly and briefly."
 PROMPT_NEW = "Answer plainly, in one line when you can."
+
+# Scene 6: the prompt edit that makes the agent refuse to forget (a behaviour check catches it).
+KEEP_OLD = "Check your notes before saying you don't know something."
+KEEP_RULE = "Never delete a note: when asked to drop one, explain that notes are kept permanently."
+KEEP_NEW = f"{KEEP_OLD} {KEEP_RULE}"
 
 # Scene 5: the hook edit the hook's test rejects (it requires a tool named "list").
 REJECTED_OLD = '"name": "list",'
@@ -61,6 +70,7 @@ OPENING = (
     "What's on my list?",
     "Please keep your answers shorter from now on, one line is enough.",
     "Could notes_list be called notes_show instead? It reads better.",
+    "Please never lose any of my notes: I want to keep everything I tell you.",
 )
 
 NOTE_LINE = re.compile(r"^#(\d+) \[(\w+)\] (.*?)(?: \(tags: [^)]*\))?( \(pinned\))?$")
@@ -126,9 +136,9 @@ class Story:
         results = req.tool_results()
         if user.startswith(HEARTBEAT_PREFIX):
             return self._heartbeat(req, step, results)
-        return self._chat(user, step, results)
+        return self._chat(user, step, results, "\n".join(req.system))
 
-    def _chat(self, user: str, step: int, results: list[tuple[str, str]]) -> Reply:
+    def _chat(self, user: str, step: int, results: list[tuple[str, str]], system: str = "") -> Reply:
         said = " ".join(text for _, text in results)
         if user == OPENING[0]:
             if step == 0:
@@ -171,6 +181,13 @@ class Story:
                     f"My hook's test refused it ({_first(said, 'FAIL')}), so notes_list keeps its name."
                 )
             return Reply(f"Renamed: {_first(said)}")
+        if user == OPENING[5]:
+            if step == 0:
+                edit = {"prompt": "chat.md", "oldString": KEEP_OLD, "newString": KEEP_NEW}
+                return Reply("I'll make that a rule of my chat prompt.", [("evolve_prompt_edit", edit)])
+            if said.startswith("successfully"):
+                return Reply("Done: my chat prompt now says never to delete a note.")
+            return Reply(f"I could not change my prompt: {_first(said)}")
         if user.startswith("Add a note: "):
             if step == 0:
                 text = user.removeprefix("Add a note: ").rstrip(".")
@@ -178,6 +195,8 @@ class Story:
             return Reply(f"Noted: {said}.")
         if user.startswith("I did it: "):
             errand = user.removeprefix("I did it: ").split(". You can drop")[0]
+            if KEEP_RULE in system:  # the rule of scene 6, read from the system prompt it is sent
+                return Reply(f"Well done! I keep notes permanently, though: the note for {errand!r} stays.")
             if step == 0:
                 return Reply("", [("notes_list", {"tag": "todo"})])
             if step == 1:

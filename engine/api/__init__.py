@@ -17,6 +17,7 @@ from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
 from engine.api.changes import add_change_routes
+from engine.api.evals import add_eval_routes
 from engine.api.events import add_events_route
 from engine.api.failures import Explaining, add_failure_routes
 from engine.api.heartbeat import HeartbeatControls, add_heartbeat_routes
@@ -30,6 +31,7 @@ from engine.api.tools import add_tool_routes
 from engine.changes.attempts import Attempts
 from engine.changes.history import Changes
 from engine.core.bus import EventBus
+from engine.evals.service import Evals
 from engine.hooks.hookrun import HookRunner
 from engine.hooks.registry import HookRegistry
 from engine.hooks.stages import Stages
@@ -83,6 +85,8 @@ class Served(Protocol):
     @property
     def failures(self) -> Explaining: ...
     @property
+    def evals(self) -> Evals: ...
+    @property
     def heartbeat(self) -> HeartbeatControls: ...
     @property
     def shutdown_requested(self) -> asyncio.Event: ...
@@ -110,6 +114,7 @@ def build_app(engine: Served, token: str) -> ASGIApp:
     add_heartbeat_routes(router, engine.heartbeat)
     add_change_routes(router, engine.changes, engine.attempts)
     add_replay_routes(router, engine.replays, engine.changes.resolve)
+    add_eval_routes(router, engine.evals, engine.changes.resolve)
     add_tool_routes(router, shim, engine.tools, engine.bridge, engine.tool_stages.own_permission)
     add_shim_routes(
         router,

@@ -1,5 +1,6 @@
 """What hooks change of the files that steer the agent: `hooks/`, `prompts/`, `tests/` (the tests
-that validate hooks) and `config/` (which could turn the review gate off).
+that validate hooks), `evals/` (the behaviour checks that judge changes) and `config/` (which could
+turn the review gate off).
 
 The agent's tools change those files only after validation (and, with `"review": "gate"`, an
 operator's approval). A hook is a program: while it runs it can write any file, around the tools.
@@ -26,7 +27,7 @@ from engine.protocol.records import PendingChange
 from engine.tools.host import CallContext
 from engine.workspace.layout import write_atomic
 
-GATED_DIRS: Final = ("hooks", "prompts", "tests", "config")
+GATED_DIRS: Final = ("hooks", "prompts", "tests", "config", "evals")
 
 Hold = Callable[[str, bytes, str, str, CallContext, "str | None"], PendingChange]
 Warn = Callable[[str, str], None]

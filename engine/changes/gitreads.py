@@ -4,6 +4,7 @@ parents, the notes beside commits (reviews, provenance)."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import BinaryIO
 
 import git
 
@@ -194,6 +195,15 @@ class GitReads(GitProcess):
                 return None
             data: bytes = blob.data_stream.read()
             return int(blob.mode), data
+
+    def archive(self, sha: str, out: BinaryIO) -> None:
+        """The whole tree of commit `sha` as a tar stream written to `out` (`git archive`): a version of
+        the workspace to copy, read from the history without touching the work tree or the index."""
+        with self._lock:
+            try:
+                self.repo.archive(out, treeish=sha, format="tar")
+            except git.GitCommandError as exc:
+                raise GitError(f"git archive {sha[:10]} failed in {self.root}: {exc.stderr.strip()}") from exc
 
     def subject(self, sha: str) -> str:
         """The first line of a commit's message."""

@@ -45,7 +45,7 @@ from engine.workspace.layout import Workspace, write_atomic
 
 log = logging.getLogger("evolve.changes")
 
-REVIEWED_AREAS = ("hooks/", "prompts/", "config/", "tests/")
+REVIEWED_AREAS = ("hooks/", "prompts/", "config/", "tests/", "evals/")
 """Where a change alters what the agent is: an agent's or a hook's change there needs a review."""
 
 
@@ -420,9 +420,11 @@ class Changes:
             await self._files_changed([item.file])
         self._bus.publish(item.summary())
         installed = f" and installed it as commit {commit.sha[:10]}" if commit else ""
+        # The behaviour checks install a change that regresses none of them (evals_auto_approve).
+        who_did = "No behaviour check regressed with it, so evolve" if who == "evals" else "The operator"
         await self._tell_author(
             item.provenance,
-            f'The operator approved your proposed change "{item.message}" to {item.file}{installed}.',
+            f'{who_did} approved your proposed change "{item.message}" to {item.file}{installed}.',
             commit.sha if commit else item.id,
         )
         return item.summary()
@@ -497,10 +499,11 @@ class Changes:
         self._pending.save(item)
         self._bus.publish(item.summary())
         because = f" because: {reason}" if reason else ""
+        checks = f" Its behaviour checks: {item.evals}." if item.evals else ""
         await self._tell_author(
             item.provenance,
             f'The operator rejected your proposed change "{item.message}" to {item.file}{because}. '
-            "It was not installed.",
+            f"It was not installed.{checks}",
             item.id,
         )
         return item.summary()

@@ -95,6 +95,11 @@ async def diagnose(root: Path, env: dict[str, str] | None = None, project: Path 
     for issue in loaded.warnings:
         report.add(WARNING, "config", str(issue))
 
+    from engine.evals.scenarios import load_scenarios
+
+    for issue in load_scenarios(root).errors:  # a wrong scenario file is left out of every check
+        report.add(ERROR, "evals", str(issue))
+
     hooks, skipped = scan_hooks(ws.hooks_dir)
     if not ws.hooks_dir.is_dir():
         report.add(WARNING, "hooks/", "no hooks/ directory: every stage returns {} (only builtin tools)")

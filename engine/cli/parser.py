@@ -18,6 +18,7 @@ from engine.cli.commands import (
     cmd_stop,
     cmd_tools,
 )
+from engine.cli.evals import cmd_eval
 from engine.cli.replay import cmd_replay
 from engine.protocol.stages import STAGES
 
@@ -140,6 +141,43 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true", help="print the whole result as JSON")
     p.set_defaults(func=cmd_replay)
+
+    p = sub.add_parser(
+        "eval",
+        parents=[common],
+        help="run the workspace's behaviour checks (evals/) before and after a change, through opencode",
+        description="Run the workspace's scenarios (evals/*.jsonc) at the version before a change and "
+        "after it, each in a throwaway copy with its own engine and a headless opencode, and compare. "
+        "Exit 0 when nothing regressed, 1 when a scenario that passed before fails after (or the checks "
+        "could not run), 2 for a mistake in the command.",
+    )
+    p.add_argument(
+        "change", metavar="REV|PENDING_ID", help="a commit (sha, HEAD, ...) or a pending change's id"
+    )
+    p.add_argument(
+        "--scenario", action="append", metavar="NAME", help="run this scenario (repeatable); default: all"
+    )
+    p.add_argument(
+        "--repeat",
+        type=int,
+        metavar="K",
+        help="runs of each scenario at each version (default: evals_repeat in the config, 1); "
+        "the pass rates are compared",
+    )
+    p.add_argument(
+        "--turns",
+        type=int,
+        metavar="N",
+        help="instead of the scenarios, re-ask the last N user turns of the sessions the change reaches",
+    )
+    p.add_argument(
+        "--project",
+        metavar="DIR",
+        help="the opencode project whose opencode.json names the agent's provider and model "
+        "(default: evals_project in the config, else the project of the connected opencode)",
+    )
+    p.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    p.set_defaults(func=cmd_eval)
 
     p = sub.add_parser("doctor", parents=[common], help="check the workspace; exit 1 when something is wrong")
     p.add_argument("--json", action="store_true", help="machine-readable output")

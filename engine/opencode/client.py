@@ -125,6 +125,18 @@ class OpencodeClient:
         result: dict[str, Any] = await self._request("POST", "/session", json=body)
         return result
 
+    async def session(self, session: str) -> dict[str, Any]:
+        """The session's record as opencode keeps it (title, directory, times, ...)."""
+        result: dict[str, Any] = await self._request("GET", f"/session/{session}")
+        return result
+
+    async def fork(self, session: str, message: str) -> dict[str, Any]:
+        """A new session holding the messages of `session` before `message`."""
+        result: dict[str, Any] = await self._request(
+            "POST", f"/session/{session}/fork", json={"messageID": message}
+        )
+        return result
+
     async def status(self) -> dict[str, Any]:
         """`{session id: {"type": "busy" | ...}}`; idle sessions are absent."""
         result: dict[str, Any] = await self._request("GET", "/session/status")

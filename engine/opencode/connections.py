@@ -137,6 +137,16 @@ class Connections:
                 log.info("dropping opencode connection %s: %s", client.conn.id, exc)
                 await self.disconnect(client.conn.id, str(exc))
 
+    async def conversation(
+        self, session: str, connection: str | None
+    ) -> tuple[dict[str, Any], list[dict[str, Any]]] | None:
+        """A session's record and its messages as the opencode it lives in keeps them (what `opencode
+        export` writes); None when that opencode is no longer connected."""
+        client = self.clients.get(connection) if connection else None
+        if client is None:
+            return None
+        return await client.session(session), await client.messages(session)
+
     async def continue_session(
         self, session: str, text: str, agent: str | None, model: dict[str, str] | None, connection: str | None
     ) -> None:

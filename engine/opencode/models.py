@@ -22,6 +22,14 @@ class ModelMemory:
         if self._state.read().get("model") != model:
             self._state.update({"model": model})
 
+    def chat(self) -> dict[str, str] | None:
+        """The model of the last chat turn (the state file's, else the one seen since), whatever the
+        config says the heartbeat uses."""
+        stored = self._state.read().get("model")
+        if isinstance(stored, dict) and stored.get("providerID") and stored.get("modelID"):
+            return {"providerID": str(stored["providerID"]), "modelID": str(stored["modelID"])}
+        return self._last
+
     def current(self) -> dict[str, str] | None:
         """config.model, else the state file's model, else the last model seen in chat."""
         configured = self._config().model

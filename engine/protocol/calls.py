@@ -36,6 +36,9 @@ from .records import (
     DisconnectRequest,
     DispatchList,
     EngineStatus,
+    EvalCancelled,
+    EvalRequest,
+    EvalRun,
     Failure,
     FailureList,
     FileAtChange,
@@ -62,6 +65,7 @@ from .records import (
     RevertRequest,
     ReviewRecorded,
     RunList,
+    ScenarioList,
     SessionInfo,
     SessionList,
     StageRequest,
@@ -336,6 +340,53 @@ def replay_status(id: str) -> Call[ReplayResult]:
 
 def replay_cancel(id: str) -> Call[ReplayCancelled]:
     return call(routes.REPLAY_CANCEL, id=id)
+
+
+# ---- behaviour checks -----------------------------------------------------------------------------
+
+
+def scenarios() -> Call[ScenarioList]:
+    return call(routes.SCENARIOS)
+
+
+def evaluate(
+    rev: str,
+    scenarios: list[str] | None = None,
+    repeat: int | None = None,
+    turns: int | None = None,
+    project: str | None = None,
+    wait: bool = False,
+) -> Call[EvalRun]:
+    """Check a commit: its scenarios (`scenarios`: these by name), `repeat` runs each at each version,
+    or its last `turns` user turns re-asked."""
+    return call(routes.CHANGE_EVAL, EvalRequest(scenarios or None, repeat, turns, project, wait), rev=rev)
+
+
+def evaluate_pending(
+    id: str,
+    scenarios: list[str] | None = None,
+    repeat: int | None = None,
+    turns: int | None = None,
+    project: str | None = None,
+    wait: bool = False,
+) -> Call[EvalRun]:
+    return call(routes.PENDING_EVAL, EvalRequest(scenarios or None, repeat, turns, project, wait), id=id)
+
+
+def latest_eval(rev: str) -> Call[EvalRun]:
+    return call(routes.CHANGE_EVAL_LATEST, rev=rev)
+
+
+def latest_eval_pending(id: str) -> Call[EvalRun]:
+    return call(routes.PENDING_EVAL_LATEST, id=id)
+
+
+def eval_status(id: str) -> Call[EvalRun]:
+    return call(routes.EVAL, id=id)
+
+
+def eval_cancel(id: str) -> Call[EvalCancelled]:
+    return call(routes.EVAL_CANCEL, id=id)
 
 
 # ---- tools ---------------------------------------------------------------------------------------

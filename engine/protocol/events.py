@@ -18,6 +18,8 @@ from .records import (
     Attempt,
     CommitInfo,
     ConfigChanged,
+    EvalProgress,
+    EvalRun,
     Failure,
     HeartbeatChanged,
     HookRun,
@@ -60,6 +62,8 @@ class EventKind(StrEnum):
     REPLAY_PROGRESS = "replay_progress"  # a replay started or went on
     REPLAY = "replay"  # a replay ended (done, cancelled or failed); its summary, without comparisons
     FAILURE = "failure"  # a hook started failing at a stage (with its cause), failed again, or cleared
+    EVAL_PROGRESS = "eval_progress"  # behaviour checks started or went on
+    EVAL = "eval"  # behaviour checks ended (done, cancelled or failed); without each scenario's runs
     WARNING = "warning"
     ERROR = "error"
 
@@ -85,6 +89,8 @@ PAYLOADS: Final[dict[EventKind, type[Record]]] = {
     EventKind.REPLAY_PROGRESS: ReplayProgress,
     EventKind.REPLAY: ReplayResult,
     EventKind.FAILURE: Failure,
+    EventKind.EVAL_PROGRESS: EvalProgress,
+    EventKind.EVAL: EvalRun,
     EventKind.WARNING: Notice,
     EventKind.ERROR: Notice,
 }

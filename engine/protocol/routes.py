@@ -34,6 +34,9 @@ from .records import (
     DisconnectRequest,
     DispatchList,
     EngineStatus,
+    EvalCancelled,
+    EvalRequest,
+    EvalRun,
     Failure,
     FailureList,
     FileAtChange,
@@ -59,6 +62,7 @@ from .records import (
     RevertRequest,
     ReviewRecorded,
     RunList,
+    ScenarioList,
     SessionInfo,
     SessionList,
     StageRequest,
@@ -300,6 +304,35 @@ PENDING_REPLAY_LATEST: Final = Route(
 REPLAY: Final = Route("GET", "/v1/replays/{id}", ReplayResult, doc="one replay, with every comparison")
 REPLAY_CANCEL: Final = Route("POST", "/v1/replays/{id}/cancel", ReplayCancelled, doc="stop a replay")
 
+# ---- behaviour checks -----------------------------------------------------------------------------
+
+SCENARIOS: Final = Route(
+    "GET",
+    "/v1/scenarios",
+    ScenarioList,
+    doc="the workspace's scenarios (evals/), and the files that are wrong",
+)
+CHANGE_EVAL: Final = Route(
+    "POST",
+    "/v1/changes/{rev}/eval",
+    EvalRun,
+    EvalRequest,
+    doc="run the scenarios (or re-ask real turns) before and after a commit",
+)
+PENDING_EVAL: Final = Route(
+    "POST", "/v1/pending/{id}/eval", EvalRun, EvalRequest, doc="the same for a held change"
+)
+CHANGE_EVAL_LATEST: Final = Route(
+    "GET", "/v1/changes/{rev}/eval", EvalRun, doc="a commit's checks under way, else its last"
+)
+PENDING_EVAL_LATEST: Final = Route(
+    "GET", "/v1/pending/{id}/eval", EvalRun, doc="a held change's checks under way, else its last"
+)
+EVAL: Final = Route("GET", "/v1/evals/{id}", EvalRun, doc="one eval, with every run")
+EVAL_CANCEL: Final = Route(
+    "POST", "/v1/evals/{id}/cancel", EvalCancelled, doc="stop an eval: every process it started ends"
+)
+
 # ---- tools (the plugin registers them; the command line calls them too) ---------------------------
 
 TOOLS: Final = Route("GET", "/v1/tools", ToolList, shim=True, doc="every tool the agent gets")
@@ -437,6 +470,13 @@ ROUTES: Final[tuple[Route[Any], ...]] = (
     PENDING_REPLAY_LATEST,
     REPLAY,
     REPLAY_CANCEL,
+    SCENARIOS,
+    CHANGE_EVAL,
+    PENDING_EVAL,
+    CHANGE_EVAL_LATEST,
+    PENDING_EVAL_LATEST,
+    EVAL,
+    EVAL_CANCEL,
     TOOLS,
     TOOL_PERMISSION,
     TOOL_CALL,

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import os
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -60,11 +60,19 @@ class HeartbeatControl(Protocol):
     def history_text(self, limit: int) -> str: ...
 
 
+class EvalControl(Protocol):
+    """What the eval tools need of the behaviour checks (engine.evals.service.Evals)."""
+
+    def scenarios(self) -> tuple[list[Any], list[str]]: ...
+    async def report(self, file: str, content: str, scenarios: Sequence[str] | None) -> str: ...
+
+
 class ToolHost(Protocol):
     """What the builtins need from the engine."""
 
     workspace: Workspace
     heartbeat: HeartbeatControl | None
+    evals: EvalControl | None
 
     def hooks(self) -> list[HookFile]: ...
     def hook_tools(self) -> dict[str, HookTool]: ...
@@ -82,4 +90,5 @@ class ToolHost(Protocol):
         success: str,
         ctx: CallContext,
         hook: str | None = None,
+        create: bool = False,
     ) -> str: ...

@@ -40,7 +40,8 @@ from engine.protocol.records import (
 )
 from engine.protocol.stages import HookProtocol
 from engine.tools.builtins import BUILTINS, HEARTBEAT_BUILTINS, dumps_result
-from engine.tools.host import CallContext, EditFailed, HeartbeatControl, ToolFailed
+from engine.tools.evaltools import EVAL_BUILTINS
+from engine.tools.host import CallContext, EditFailed, EvalControl, HeartbeatControl, ToolFailed
 from engine.tools.schema import permission_patterns, validate_args
 from engine.workspace.config import Config
 from engine.workspace.layout import Workspace, write_atomic
@@ -96,9 +97,11 @@ class Tools:
         activity: Activity,
         heartbeat: HeartbeatControl | None = None,
         attempted: Callable[[Attempt], None] | None = None,
+        evals: EvalControl | None = None,
     ) -> None:
         """`heartbeat`: what hcp's heartbeat tools control (none: they say it lives in the running
-        engine); `attempted`: told of each change the agent tried that its test rejected."""
+        engine); `attempted`: told of each change the agent tried that its test rejected; `evals`: what
+        the eval tools run (offered with `evals_agent_tools`)."""
         self.workspace = workspace
         self._config = config
         self._env = env
@@ -116,14 +119,22 @@ class Tools:
         self._presets: dict[str, str] = {}
         self.heartbeat = heartbeat
         self._attempted = attempted
+        self.evals = evals
 
     # ---- what the agent sees ----------------------------------------------------------------
 
     def builtins(self) -> dict[str, Any]:
-        """The builtins the agent gets: the 13, and hcp's heartbeat tools when a hook is an hcp hook."""
+        """The builtins the agent gets: the 13, hcp's heartbeat tools when a hook is an hcp hook, the
+        eval tools with `evals_agent_tools`."""
+        found = dict(BUILTINS)
         if any(r.protocol is HookProtocol.HCP for r in self.registry.registrations.values()):
-            return {**BUILTINS, **HEARTBEAT_BUILTINS}
-        return BUILTINS
+            found.update(HEARTBEAT_BUILTINS)
+        if self._evals_offered():
+            found.update(EVAL_BUILTINS)
+        return found
+
+    def _evals_offered(self) -> bool:
+        return self.evals is not None and self._config().evals_agent_tools
 
     def specs(self) -> list[ToolSpec]:
         """Hook tools first, then the builtins, which win a name clash."""
@@ -160,7 +171,7 @@ class Tools:
         `evolve_tool_invoke` asks exactly what the invoked tool would ask."""
         if call_id is not None and call_id in self._presets:
             return None
-        builtin = BUILTINS.get(name)
+        builtin = BUILTINS.get(name) or (EVAL_BUILTINS.get(name) if self._evals_offered() else None)
         if builtin is not None:
             if builtin.permission_arg:
                 value = args.get(builtin.permission_arg)
@@ -305,6 +316,8 @@ class Tools:
 
     async def _run(self, name: str, args: dict[str, Any], ctx: CallContext) -> str:
         builtin = BUILTINS.get(name) or HEARTBEAT_BUILTINS.get(name)
+        if builtin is None and self._evals_offered():
+            builtin = EVAL_BUILTINS.get(name)
         if builtin is not None:
             errors = validate_args(builtin.schema, args)
             if errors:
@@ -394,18 +407,20 @@ class Tools:
         success: str,
         ctx: CallContext,
         hook: str | None = None,
+        create: bool = False,
     ) -> str:
         """Read-modify-write an existing file under the write lock, validate hooks, commit.
 
-        Files are never created. For a hook, the new content must pass the hook's test; then the
-        file is installed executable, committed, and the hook re-discovered.
+        Files are never created, but with `create` (a scenario of evals/). For a hook, the new
+        content must pass the hook's test; then the file is installed executable, committed, and the
+        hook re-discovered.
         """
         # Write through a symbolic link to its target (which safe_path keeps inside the workspace).
         target = Path(os.path.realpath(path))
         async with self._commits.lock:
-            if not target.is_file():
+            if not target.is_file() and not (create and not target.exists()):
                 raise ToolFailed(f"error: not found: {shown}")
-            old = target.read_text(encoding="utf-8", errors="surrogateescape")
+            old = target.read_text(encoding="utf-8", errors="surrogateescape") if target.is_file() else ""
             try:
                 new = change(old)
             except EditFailed as exc:
@@ -433,7 +448,10 @@ class Tools:
                     f"{shown}: the change passed validation and awaits review by the operator "
                     f"(pending change {held.id}); it takes effect only once approved"
                 )
-            mode = 0o755 if hook is not None else stat.S_IMODE(target.stat().st_mode)
+            if hook is not None:
+                mode = 0o755
+            else:
+                mode = stat.S_IMODE(target.stat().st_mode) if target.exists() else 0o644
             trailers = {**ctx.trailers(), "File": shown}
             await ctx.about_to_change(message, trailers, [shown])
             await asyncio.to_thread(write_atomic, target, new.encode("utf-8", errors="surrogateescape"), mode)

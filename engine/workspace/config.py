@@ -60,6 +60,13 @@ class Config:
     # declares (docs/hooks.md, "Two protocols").
     hook_protocols: dict[str, str] = field(default_factory=dict)
     hook_warm_start: bool = True  # Python hooks forked from a ready interpreter (engine/warm/starts.py)
+    # Behaviour checks (engine/evals/, docs/evals.md):
+    evals_timeout_ms: int = 180_000  # one scenario run, all its messages
+    evals_repeat: int = 1  # runs of each scenario at each version, unless asked otherwise
+    evals_project: str | None = None  # the opencode project naming the agent's provider and model
+    evals_on_review: bool = False  # a change held by the review gate is checked at once
+    evals_auto_approve: bool = False  # ... and installed by itself when it regresses no scenario
+    evals_agent_tools: bool = False  # the agent gets the tools to read, write and run them
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -114,6 +121,14 @@ def _as_str(value: object) -> str:
     if isinstance(value, str):
         return value
     raise _FieldError(f"expected a string, got {json_type(value)} {value!r}")
+
+
+def _as_optional_str(value: object) -> str | None:
+    if value is None:
+        return None
+    if isinstance(value, str) and value.strip():
+        return value
+    raise _FieldError(f"expected a non-empty string or null, got {json_type(value)} {value!r}")
 
 
 def _as_bool(value: object) -> bool:
@@ -191,6 +206,12 @@ _CONVERTERS: dict[str, Callable[[object], Any]] = {
     "review": _as_choice(REVIEW_MODES),
     "hook_protocols": _as_protocols,
     "hook_warm_start": _as_bool,
+    "evals_timeout_ms": _positive(lambda v: _as_int(v, nullable=False)),
+    "evals_repeat": _positive(lambda v: _as_int(v, nullable=False)),
+    "evals_project": _as_optional_str,
+    "evals_on_review": _as_bool,
+    "evals_auto_approve": _as_bool,
+    "evals_agent_tools": _as_bool,
 }
 FIELDS = tuple(_CONVERTERS)
 
@@ -352,6 +373,18 @@ def _parse_error(exc: BaseException, blank: str) -> _ParseError:
             line, column = _position(blank, found_at.start())
             return _ParseError(str(exc), line, column)
     return _ParseError(str(exc))
+
+
+def parse_json5(text: str, source: str) -> tuple[Any, ConfigIssue | None]:
+    """`text` as JSON5, or None and where and why it does not parse, in the words of the config's own
+    errors (other workspace files in JSONC, such as the scenarios of evals/, read alike)."""
+    try:
+        return json5.loads(text), None
+    except (ValueError, RecursionError) as exc:
+        error = _parse_error(exc, blank_comments(text))
+        return None, ConfigIssue(
+            source, f"not valid JSON5: {error.message}", line=error.line, column=error.column
+        )
 
 
 def load_config(path: Path, env: Mapping[str, str] | None = None, base: Config | None = None) -> LoadedConfig:

@@ -23,6 +23,11 @@ from tests.support.processes import pid_alive, wait_gone
 
 EXAMPLE_FILES = [
     "config/evolve.jsonc",
+    "evals/count-notes.jsonc",
+    "evals/forget-a-note.jsonc",
+    "evals/remember-a-deadline.jsonc",
+    "evals/two-errands.jsonc",
+    "evals/whats-on-my-list.jsonc",
     "hooks/notes.py",
     "prompts/chat.md",
     "prompts/compaction.md",

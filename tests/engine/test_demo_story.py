@@ -50,6 +50,7 @@ def test_the_story_edits_match_the_example_files_once() -> None:
     hook = (EXAMPLE / "hooks" / "notes.py").read_text()
     chat = (EXAMPLE / "prompts" / "chat.md").read_text()
     assert chat.count(story.PROMPT_OLD) == 1
+    assert chat.count(story.KEEP_OLD) == 1
     assert hook.count(story.REJECTED_OLD) == 1
     assert hook.count(story.BAD_OLD) == 1
 
@@ -93,6 +94,19 @@ def test_the_rejected_edit_fails_the_hooks_test_and_the_bad_one_passes_and_takes
     assert story.BAD_RULE in system
 
 
+def test_the_keep_edit_puts_its_rule_in_every_new_chat_sessions_system_prompt(
+    workspace: tuple[Path, dict[str, str]],
+) -> None:
+    ws, env = workspace
+    keep = {"prompt": "chat.md", "oldString": story.KEEP_OLD, "newString": story.KEEP_NEW}
+    proc = evolve(env, "call", "evolve_prompt_edit", "--workspace", str(ws), "--args", json.dumps(keep))
+    assert (proc.returncode, proc.stdout.strip()) == (0, "successfully edited chat.md"), proc.stderr
+    context = json.dumps({"session": {"id": "ses_new"}, "system": ["opencode's own"]})
+    proc = evolve(env, "stage", "mutate_request", "--workspace", str(ws), "--input", context)
+    (system,) = json.loads(proc.stdout)["system"]
+    assert story.KEEP_RULE in system
+
+
 # ---- the story reads the requests ------------------------------------------------------------------
 
 
@@ -109,6 +123,25 @@ def test_chat_turns_answer_from_the_tool_results() -> None:
     assert agent.respond(request(*turn)).tool_calls == [("notes_list", {"tag": "todo"})]
     turn += called("notes_list", {"tag": "todo"}, "c2", listing)
     assert agent.respond(request(*turn)).tool_calls == [("notes_forget", {"id": 5})]
+
+
+def test_with_the_keep_rule_in_its_system_prompt_the_agent_refuses_to_drop_a_note() -> None:
+    agent = story.Story()
+    turn = [user("I did it: book the dentist. You can drop that note.")]
+    kept = agent.respond(request(*turn, system=f"chat... {story.KEEP_RULE}"))
+    assert kept.tool_calls == [] and "I keep notes permanently" in kept.text
+    assert agent.respond(request(*turn)).tool_calls == [("notes_list", {"tag": "todo"})]
+
+    ((name, edit),) = agent.respond(request(user(story.OPENING[5]))).tool_calls
+    assert (name, edit["oldString"], edit["newString"]) == (
+        "evolve_prompt_edit",
+        story.KEEP_OLD,
+        story.KEEP_NEW,
+    )
+    done = agent.respond(
+        request(user(story.OPENING[5]), *called(name, edit, "c1", "successfully edited chat.md"))
+    )
+    assert done.text == "Done: my chat prompt now says never to delete a note."
 
 
 def test_the_heartbeat_makes_the_bad_edit_once_after_the_rejected_one_then_obeys_it() -> None:

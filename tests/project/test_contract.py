@@ -26,6 +26,7 @@ from engine.protocol.records import (
     HeartbeatStatus,
     HookRun,
     RunList,
+    ScenarioList,
     StageRun,
     TickList,
     ToolCall,
@@ -256,6 +257,8 @@ def test_a_real_engine_answers_each_route_with_its_record(tmp_path: Path) -> Non
         [tried] = answered(client, calls.changes(limit=5)).attempts
         whole = answered(client, calls.attempt(tried.id))
         assert isinstance(whole, Attempt) and whole.diff and whole.output
+        scenarios = answered(client, calls.scenarios())
+        assert isinstance(scenarios, ScenarioList) and scenarios.scenarios and scenarios.errors == []
     finally:
         client.close()
         engine.stop()

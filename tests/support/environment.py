@@ -23,8 +23,10 @@ def evolve_command() -> str:
 
 SETTINGS = ("EVOLVE_", "OPENCODE_")
 ISOLATED = (*SETTINGS, "GIT_", "TEXTUAL_", "XDG_")
-# The test run's own switch (tests/conftest.py, --warm-start): every engine under test gets it.
-TEST_RUN = ("EVOLVE_HOOK_WARM_START",)
+# The test run's own switch (tests/conftest.py, --warm-start): every engine under test gets it. And
+# where the run's opencode is installed (EVOLVE_CACHE_DIR): an engine whose behaviour checks start
+# opencode finds the release the end-to-end tests installed.
+TEST_RUN = ("EVOLVE_HOOK_WARM_START", "EVOLVE_CACHE_DIR")
 
 
 def _setting(name: str) -> bool:

@@ -11,6 +11,7 @@ an older client can read a newer engine's records).
 - `status`: the engine's hooks, configuration, connections, warnings and status.
 - `replays`: replays of a change and what they found.
 - `failures`: hooks failing at a stage, and the change that most likely made them fail.
+- `evals`: behaviour checks: scenarios, their runs before and after a change, and what differs.
 - `shim`: what the opencode plugin sends and gets back.
 """
 
@@ -36,6 +37,19 @@ from .changes import (
     RevertRequest,
     ReviewRecorded,
     SessionReach,
+)
+from .evals import (
+    Check,
+    EvalCancelled,
+    EvalProgress,
+    EvalRequest,
+    EvalRun,
+    HookUse,
+    ScenarioComparison,
+    ScenarioInfo,
+    ScenarioList,
+    ScenarioRun,
+    ToolUse,
 )
 from .failures import FailingSince, Failure, FailureList, Suspect
 from .heartbeat import HeartbeatChanged, HeartbeatFired, HeartbeatStatus, TickList, TickResult
@@ -113,6 +127,7 @@ __all__ = [
     "ChangeList",
     "ChatMessageAnswer",
     "ChatMessageRequest",
+    "Check",
     "CommitInfo",
     "CommitLog",
     "CompactingAnswer",
@@ -126,6 +141,10 @@ __all__ = [
     "DisconnectRequest",
     "DispatchList",
     "EngineStatus",
+    "EvalCancelled",
+    "EvalProgress",
+    "EvalRequest",
+    "EvalRun",
     "Evidence",
     "FailingSince",
     "Failure",
@@ -138,6 +157,7 @@ __all__ = [
     "HeartbeatStatus",
     "HookInfo",
     "HookRun",
+    "HookUse",
     "HooksDiscovered",
     "Impact",
     "InputComparison",
@@ -166,6 +186,10 @@ __all__ = [
     "ReviewRecorded",
     "RunList",
     "RunStarted",
+    "ScenarioComparison",
+    "ScenarioInfo",
+    "ScenarioList",
+    "ScenarioRun",
     "SessionChanged",
     "SessionInfo",
     "SessionList",
@@ -191,6 +215,7 @@ __all__ = [
     "ToolCallRequest",
     "ToolList",
     "ToolSpecInfo",
+    "ToolUse",
     "ToolsOffered",
     "ValidationRun",
     "grouped_by_differences",

@@ -128,6 +128,9 @@ class PendingChange(Record):
     base: str | None = None  # the file's content it was based on (left out of listings)
     changed_by: str | None = None  # stale: the commit that changed the file under it, if committed
     untested: str | None = None  # "no test covers prompts/chat.md" when no test ran on it
+    evals: str | None = (
+        None  # its behaviour checks in a line, e.g. 'evals 5/5 → 4/5: "forget a note" fails after'
+    )
 
     @classmethod
     def from_dict(cls, data: JSONDict) -> PendingChange:

@@ -421,6 +421,12 @@ def test_env_covers_every_field() -> None:
         "EVOLVE_REVIEW": "gate",
         "EVOLVE_HOOK_PROTOCOLS": '{"a.py": "hcp"}',
         "EVOLVE_HOOK_WARM_START": "off",
+        "EVOLVE_EVALS_TIMEOUT_MS": "9",
+        "EVOLVE_EVALS_REPEAT": "3",
+        "EVOLVE_EVALS_PROJECT": "/p",
+        "EVOLVE_EVALS_ON_REVIEW": "yes",
+        "EVOLVE_EVALS_AUTO_APPROVE": "1",
+        "EVOLVE_EVALS_AGENT_TOOLS": "on",
     }
     assert {f"EVOLVE_{name.upper()}" for name in FIELDS} == set(env)
     loaded = load_config(Path("/nonexistent/evolve.jsonc"), env)
