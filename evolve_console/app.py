@@ -125,7 +125,7 @@ class EvolveConsole(App[None]):
                 health = await agent.health()
                 since = agent.model.apply_health(health)
                 await self.load_all()
-                self.post_message(ConnectionChanged(True, f"{agent.target.url} · pid {health.get('pid')}"))
+                self.post_message(ConnectionChanged(True, f"{agent.target.url} · pid {health.pid}"))
                 delay = 0.5
                 async for event in agent.client.events(since):
                     agent.model.receive(event)

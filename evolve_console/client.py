@@ -1,7 +1,7 @@
 """The console's only way to the engine: its HTTP API and its event stream (so the console can watch
 an engine on another machine). `send` sends one of the contract's typed calls (engine.protocol.calls)
-and returns its answer as the route's record; `get`, `post` and `request` take a path, for the call
-sites not yet converted to typed calls."""
+and returns its answer as the route's record; `events` follows the event stream. The console names
+no route itself: every request is a call of the contract."""
 
 from __future__ import annotations
 
@@ -64,34 +64,28 @@ class EngineClient:
     async def send(self, call: Call[A], timeout: float | None = None) -> A:
         """Send a typed call; its answer as the route's record. EngineGone when the engine does not
         answer; EngineError when it refuses (its reason) or answers something other than the record."""
-        data = await self.request(call.method, call.path, call.body, timeout, call.query)
+        data = await self._request(call, timeout)
         try:
             return call.decode(data)
         except (NotAnAnswer, TypeError, ValueError) as exc:
             raise EngineError(f"{call.method} {call.path}: an answer the console cannot read: {exc}") from exc
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        json_body: Any = None,
-        timeout: float | None = None,
-        params: dict[str, Any] | None = None,
-    ) -> Any:
+    async def _request(self, call: Call[A], timeout: float | None) -> Any:
+        method = call.method
+        kwargs: dict[str, Any] = {"params": call.query}
+        if call.body is not None:
+            kwargs["json"] = call.body
+        if timeout is not None:
+            kwargs["timeout"] = timeout
         try:
-            kwargs: dict[str, Any] = {"params": {k: v for k, v in (params or {}).items() if v is not None}}
-            if json_body is not None:
-                kwargs["json"] = json_body
-            if timeout is not None:
-                kwargs["timeout"] = timeout
             try:
-                resp = await self._http.request(method, path, **kwargs)
+                resp = await self._http.request(method, call.path, **kwargs)
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
                 if method != "GET":
                     raise
                 # A kept-alive connection the engine (or a proxy) closed just as it was reused: the
                 # request never reached it. A read is asked again, once, on a new connection.
-                resp = await self._http.request(method, path, **kwargs)
+                resp = await self._http.request(method, call.path, **kwargs)
         except httpx.HTTPError as exc:
             raise EngineGone(
                 f"the engine at {self.target.url} does not answer ({type(exc).__name__})"
@@ -104,12 +98,6 @@ class EngineClient:
             message = data.get("error") if isinstance(data, dict) else str(data)
             raise EngineError(str(message), data if isinstance(data, dict) else None)
         return data
-
-    async def get(self, path: str, **params: Any) -> Any:
-        return await self.request("GET", path, params=params)
-
-    async def post(self, path: str, body: Any = None, timeout: float | None = None) -> Any:
-        return await self.request("POST", path, json_body=body or {}, timeout=timeout)
 
     async def events(self, since: int | None, brief: bool = True) -> AsyncIterator[Event]:
         """Engine events as they happen; with `since`, first the recent ones after that sequence number.

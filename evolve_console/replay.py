@@ -23,6 +23,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, ProgressBar, Static
 
+from engine.protocol import calls
+from engine.protocol.calls import Call
 from engine.protocol.records import (
     ReplayProgress,
     ReplayResult,
@@ -39,11 +41,11 @@ CONTEXT = 160  # unchanged characters shown on each side of a change
 SEGMENT_STYLES = {"-": "bold red strike", "+": "bold green", "~": "dim italic"}
 
 
-def replay_route(change: ChangeEntry) -> str:
-    """Where a change's replays live in the API."""
+def start_replay(change: ChangeEntry) -> Call[ReplayResult]:
+    """The call that replays a change: a commit's and a held change's replays are different routes."""
     if change.pending_id:
-        return f"/v1/pending/{change.pending_id}/replay"
-    return f"/v1/changes/{change.key}/replay"
+        return calls.replay_pending(change.pending_id)
+    return calls.replay(change.key)
 
 
 # ---- drawing a result ------------------------------------------------------------------------------
@@ -222,10 +224,10 @@ class ReplayScreen(ModalScreen[None]):
 
     @work(exclusive=True, group="replay-start", exit_on_error=False)
     async def start(self) -> None:
-        started = ReplayResult.from_dict(await self._client().post(replay_route(self.change), {}))
+        started = await self._client().send(start_replay(self.change))
         self.replay_id = started.id
         # It may have ended before its id came back: ask once, events do the rest.
-        self.show(ReplayResult.from_dict(await self._client().get(f"/v1/replays/{started.id}")))
+        self.show(await self._client().send(calls.replay_status(started.id)))
 
     def follow(self, record: ReplayProgress | ReplayResult) -> None:
         """A replay event from the engine's stream (the app passes each one on)."""
@@ -239,7 +241,7 @@ class ReplayScreen(ModalScreen[None]):
 
     @work(exclusive=True, group="replay-fetch", exit_on_error=False)
     async def fetch(self, replay_id: str) -> None:
-        self.show(ReplayResult.from_dict(await self._client().get(f"/v1/replays/{replay_id}")))
+        self.show(await self._client().send(calls.replay_status(replay_id)))
 
     def show(self, result: ReplayResult) -> None:
         if self.result is not None and self.result.state != "running" and result.state == "running":
@@ -276,7 +278,7 @@ class ReplayScreen(ModalScreen[None]):
     @work(group="replay-cancel", exit_on_error=False)
     async def cancel_replay(self, replay_id: str) -> None:
         try:
-            await self._client().post(f"/v1/replays/{replay_id}/cancel")
+            await self._client().send(calls.replay_cancel(replay_id))
         except EngineError as exc:  # it ended meanwhile
             self.notify(str(exc), timeout=5)
             return

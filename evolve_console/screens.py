@@ -4,6 +4,7 @@ stage's result."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Select, SelectionList, Static, TextArea
 from textual.widgets.selection_list import Selection
 
+from engine.protocol.records import Impact, SessionInfo
 from engine.protocol.stages import ROWS
 
 from .format import MORE_LIMIT, clean
@@ -205,21 +207,23 @@ class RevertScreen(ModalScreen[RevertChoice | None]):
 
     BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("y", "confirm", "Revert"), QUIT]
 
-    def __init__(self, question: str, files: list[str], impact: dict[str, Any], namer: Any) -> None:
+    def __init__(
+        self, question: str, files: list[str], impact: Impact, namer: Callable[[str | None], str]
+    ) -> None:
         super().__init__()
         self.question = question
         self.files = files
         self.impact = impact
         self.namer = namer
 
-    def _selection(self, session: dict[str, Any]) -> Selection[str]:
-        sid = str(session["id"])
-        return Selection(f"{self.namer(sid)}  ({sid}, agent {session.get('agent') or '-'})", sid, True)
+    def _selection(self, session: SessionInfo) -> Selection[str]:
+        sid = session.id
+        return Selection(f"{self.namer(sid)}  ({sid}, agent {session.agent or '-'})", sid, True)
 
     def _refresh_text(self, together: bool) -> Text:
-        count = len(self.impact.get("sessions") or [])
+        count = len(self.impact.sessions)
         if together:
-            count += len(self.impact.get("later_sessions") or [])
+            count += len(self.impact.later_sessions)
         if not count:
             return Text("No session froze its system prompt while this version was installed.")
         versions = "this version or a later one reverted with it" if together else "this version"
@@ -229,8 +233,8 @@ class RevertScreen(ModalScreen[RevertChoice | None]):
         )
 
     def compose(self) -> ComposeResult:
-        sessions = self.impact.get("sessions") or []
-        later = self.impact.get("later") or []
+        sessions = self.impact.sessions
+        later = self.impact.later
         with Vertical(id="dialog", classes="tall"):
             yield Label(self.question, id="question")
             yield Static(
@@ -264,8 +268,8 @@ class RevertScreen(ModalScreen[RevertChoice | None]):
         """Reverting the later changes too also touches the sessions frozen under them: list them
         (checked), or take them off the list again."""
         listed = self.query_one("#refresh", SelectionList)
-        for session in self.impact.get("later_sessions") or []:
-            sid = str(session["id"])
+        for session in self.impact.later_sessions:
+            sid = session.id
             shown = [i for i in range(listed.option_count) if listed.get_option_at_index(i).value == sid]
             if event.value and not shown:
                 listed.add_option(self._selection(session))

@@ -15,7 +15,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 
-from engine.protocol import HookRun, SessionInfo, StageResult, ToolCall
+from engine.protocol import HookRun, SessionInfo, StageResult, ToolCall, calls
 from engine.protocol.records import Provenance
 from engine.protocol.stages import ROWS
 
@@ -45,23 +45,14 @@ async def load_turn(client: EngineClient, change: ChangeEntry) -> Turn | None:
     session = change.session
     if not session:
         return None
-    calls = [
-        ToolCall.from_dict(c)
-        for c in (await client.get("/v1/tool-calls", session=session, limit=500))["tool_calls"]
-    ]
-    runs = [
-        HookRun.from_dict(r)
-        for r in reversed((await client.get("/v1/runs", session=session, limit=1000))["runs"])
-    ]
-    dispatches = [
-        StageResult.from_dict(d)
-        for d in (await client.get("/v1/dispatches", session=session, limit=1000))["dispatches"]
-    ]
+    made = (await client.send(calls.tool_calls(session=session, limit=500))).tool_calls
+    runs = list(reversed((await client.send(calls.runs(session=session, limit=1000))).runs))
+    dispatches = (await client.send(calls.dispatches(session=session, limit=1000))).dispatches
     try:
-        info: SessionInfo | None = SessionInfo.from_dict(await client.get(f"/v1/sessions/{session}"))
+        info: SessionInfo | None = await client.send(calls.session(session))
     except EngineError:
         info = None
-    return assemble_turn(change, calls, runs, dispatches, info)
+    return assemble_turn(change, made, runs, dispatches, info)
 
 
 def assemble_turn(
