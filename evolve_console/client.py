@@ -31,6 +31,19 @@ class EngineGone(RuntimeError):
     """The engine did not answer (stopped, restarting, unreachable)."""
 
 
+def why_unanswered(exc: httpx.HTTPError) -> str:
+    """Why a request got no answer, in words (not the name of httpx's exception)."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return "it did not take the connection in time"
+    if isinstance(exc, httpx.ConnectError):
+        return "nothing listens at that address"
+    if isinstance(exc, httpx.TimeoutException):
+        return "it took too long to answer"
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        return "the connection closed before it answered"
+    return "the request failed on its way"
+
+
 @dataclass(frozen=True)
 class Target:
     """Where the console finds its engine; `workspace` (when known) finds it again after a restart."""
@@ -68,7 +81,10 @@ class EngineClient:
         try:
             return call.decode(data)
         except (NotAnAnswer, TypeError, ValueError) as exc:
-            raise EngineError(f"{call.method} {call.path}: an answer the console cannot read: {exc}") from exc
+            raise EngineError(
+                f"the engine answered {call.method} {call.path} with something this console cannot "
+                "read: is one of them older than the other? Update both to the same version"
+            ) from exc
 
     async def _request(self, call: Call[A], timeout: float | None) -> Any:
         method = call.method
@@ -88,7 +104,7 @@ class EngineClient:
                 resp = await self._http.request(method, call.path, **kwargs)
         except httpx.HTTPError as exc:
             raise EngineGone(
-                f"the engine at {self.target.url} does not answer ({type(exc).__name__})"
+                f"the engine at {self.target.url} does not answer: {why_unanswered(exc)}"
             ) from exc
         try:
             data = resp.json()
@@ -108,7 +124,9 @@ class EngineClient:
                 stream.method, stream.path, params=stream.query, timeout=httpx.Timeout(30.0, read=60.0)
             ) as resp:
                 if resp.status_code != 200:
-                    raise EngineError(f"event stream refused: HTTP {resp.status_code}")
+                    raise EngineError(
+                        f"the engine refused its event stream (HTTP {resp.status_code}): is the token right?"
+                    )
                 data: list[str] = []
                 async for line in resp.aiter_lines():
                     if line.startswith("data:"):
@@ -120,4 +138,4 @@ class EngineClient:
                                 yield stream.decode(message)
                         data = []
         except httpx.HTTPError as exc:
-            raise EngineGone(f"the event stream from {self.target.url} ended ({type(exc).__name__})") from exc
+            raise EngineGone(f"the event stream from {self.target.url} ended: {why_unanswered(exc)}") from exc

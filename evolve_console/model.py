@@ -71,6 +71,18 @@ class Part(StrEnum):
     TOOLS = "tools"  # the tool calls shown
 
 
+# Each part as the operator is told of it ("could not load the hook runs").
+PART_NAMES: Final = {
+    Part.RUNS: "the hook runs",
+    Part.STAGES: "the stage results",
+    Part.SESSIONS: "the sessions",
+    Part.HEARTBEAT: "the heartbeat's state",
+    Part.CHANGES: "the changes",
+    Part.STATUS: "the engine's status",
+    Part.COUNTS: "the journal's counts",
+    Part.TOOLS: "the tool calls",
+}
+
 # What the engine answers for a part (`ConsoleModel.query`): the records of the routes that fetch them.
 Reloaded = RunList | DispatchList | SessionList | HeartbeatStatus | ChangeList | EngineStatus | ToolCallList
 
@@ -118,7 +130,7 @@ class ConsoleModel:
         self.runs: dict[str, HookRun] = {}  # the runs shown, oldest first, at most MAX_ROWS
         self.dispatches: dict[str, StageResult] = {}  # likewise
         self.sessions: dict[str, SessionInfo] = {}
-        self.changes: dict[str, ChangeEntry] = {}  # commits oldest first, then pending changes
+        self.changes: dict[str, ChangeEntry] = {}  # commits oldest first, then held ones (`in_order`)
         self.tool_calls: dict[str, ToolCall] = {}  # the tool calls shown, oldest first
         self.failed_unseen = 0  # failed runs that arrived since the operator last looked at the runs
         self._last_failed: dict[tuple[str, str], float] = {}  # (hook, stage) -> its last failure's time
@@ -339,6 +351,7 @@ class ConsoleModel:
             if pending.status == "pending" and pending.id not in self.changes:
                 update.alerts.append(f"a change awaits your review: {pending.message} ({pending.file})")
             self.changes[pending.id] = ChangeEntry.pending(pending)
+            self.changes = in_order(self.changes.values())
         update.redraw.add(Part.CHANGES)
 
     def _apply_heartbeat(self, event: Event, update: Update) -> None:
@@ -407,7 +420,7 @@ class ConsoleModel:
             entries = [ChangeEntry.commit(c) for c in reversed(answer.changes)]
             # An approved held change is its commit now.
             entries += [ChangeEntry.pending(p) for p in answer.pending if p.status != "approved"]
-            self.changes = {e.key: e for e in entries}
+            self.changes = in_order(entries)
         elif part is Part.TOOLS and isinstance(answer, ToolCallList):
             by_id = {c.id: c for c in reversed(answer.tool_calls)}
             if since is not None and by_id:  # what events told since the request went out
@@ -432,6 +445,16 @@ class ConsoleModel:
         else:
             raise TypeError(f"{type(answer).__name__} is not what the engine answers for {part}")
         return True
+
+
+def in_order(entries: Iterable[ChangeEntry]) -> dict[str, ChangeEntry]:
+    """The rows of the changes view in their one order, however they came (a listing, an event, a
+    restart): the commits as git lists them, oldest first, then the held changes by the time they
+    were proposed (their id breaking ties)."""
+    listed = list(entries)
+    commits = [e for e in listed if e.pending_id is None]
+    held = sorted((e for e in listed if e.pending_id is not None), key=lambda e: (e.time or 0.0, e.key))
+    return {e.key: e for e in commits + held}
 
 
 def _trim(rows: dict[str, Any]) -> None:

@@ -22,6 +22,7 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, ProgressBar, Static
+from textual.worker import Worker
 
 from engine.protocol import calls
 from engine.protocol.calls import Call
@@ -35,6 +36,8 @@ from engine.protocol.records import (
 from engine.protocol.text import absence, grouped_by_failures, short_target, shorten
 
 from .client import EngineClient, EngineError
+from .help import HELP_KEY
+from .messages import pass_failure_up
 from .model import ChangeEntry
 
 CONTEXT = 160  # unchanged characters shown on each side of a change
@@ -186,9 +189,11 @@ class ReplayScreen(ModalScreen[None]):
     ReplayScreen #replay-buttons { height: 3; }
     ReplayScreen #replay-buttons Button { margin-right: 2; }
     """
+    TITLE = "replay of a change"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close", id="replay.close", tooltip="Close (a replay under way goes on)"),
         Binding("c", "cancel", "Cancel replay", id="replay.cancel", tooltip="Stop the replay under way"),
+        HELP_KEY,
     ]
 
     def __init__(self, client: Callable[[], EngineClient], change: ChangeEntry) -> None:
@@ -213,6 +218,9 @@ class ReplayScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         self.start()
 
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        pass_failure_up(self, event)
+
     @property
     def running(self) -> bool:
         return self.result is None or self.result.state == "running"
@@ -222,7 +230,7 @@ class ReplayScreen(ModalScreen[None]):
             return True if self.running else None
         return True
 
-    @work(exclusive=True, group="replay-start", exit_on_error=False)
+    @work(exclusive=True, group="replay-start", exit_on_error=False, name="start the replay")
     async def start(self) -> None:
         started = await self._client().send(start_replay(self.change))
         self.replay_id = started.id
@@ -239,7 +247,7 @@ class ReplayScreen(ModalScreen[None]):
         elif self.replay_id is not None:
             self.fetch(record.id)
 
-    @work(exclusive=True, group="replay-fetch", exit_on_error=False)
+    @work(exclusive=True, group="replay-fetch", exit_on_error=False, name="load the replay's result")
     async def fetch(self, replay_id: str) -> None:
         self.show(await self._client().send(calls.replay_status(replay_id)))
 
@@ -275,7 +283,7 @@ class ReplayScreen(ModalScreen[None]):
         if self.running and self.replay_id is not None:
             self.cancel_replay(self.replay_id)
 
-    @work(group="replay-cancel", exit_on_error=False)
+    @work(group="replay-cancel", exit_on_error=False, name="cancel the replay")
     async def cancel_replay(self, replay_id: str) -> None:
         try:
             await self._client().send(calls.replay_cancel(replay_id))

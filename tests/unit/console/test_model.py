@@ -461,6 +461,33 @@ def test_pending_changes_and_reviews_are_applied_without_a_reload() -> None:
     }
 
 
+def test_rows_of_changes_keep_one_order_live_reloaded_or_after_a_restart() -> None:
+    """Commits oldest first, then the held changes by the time they were proposed: whether they
+    arrive live (in any order), come in a listing (in the engine's order), or both."""
+    proposed = {"chg_b": 3002.0, "chg_a": 3001.0, "chg_c": 3003.0}
+
+    def held(pending_id: str, status: str = "pending") -> PendingChange:
+        return replace(pending(pending_id, status), created_at=proposed[pending_id])
+
+    live = connected_model()
+    live.apply_reload(Part.CHANGES, ChangeList.from_dict({"changes": [commit("c1", 100)], "pending": []}))
+    for pending_id in ("chg_b", "chg_c", "chg_a"):  # as the events came
+        live.apply_events([event(1, EventKind.PENDING, held(pending_id).to_dict())])
+    expected = ["c1", "chg_a", "chg_b", "chg_c"]
+    assert list(live.changes) == expected
+    # One is decided: its row keeps its place.
+    live.apply_events([event(2, EventKind.PENDING, held("chg_a", "rejected").to_dict())])
+    assert list(live.changes) == expected
+
+    listed = {
+        "changes": [commit("c1", 100)],
+        "pending": [held("chg_c").to_dict(), held("chg_a", "rejected").to_dict(), held("chg_b").to_dict()],
+    }
+    restarted = connected_model(pid=11)
+    restarted.apply_reload(Part.CHANGES, ChangeList.from_dict(listed))
+    assert list(restarted.changes) == expected, "the same order from a listing in another order"
+
+
 def test_session_events_apply_without_a_reload_and_a_late_answer_keeps_them() -> None:
     model = connected_model()
     model.apply_reload(Part.SESSIONS, SessionList([SessionInfo("ses_a", title="old", updated_at=1.0)]))

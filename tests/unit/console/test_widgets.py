@@ -18,11 +18,12 @@ from textual.geometry import Offset, Region
 from textual.pilot import Pilot
 from textual.selection import Selection
 from textual.widget import Widget
-from textual.widgets import Input
+from textual.widgets import Input, TextArea
 
 from evolve_console.detail import DetailPane, Part
 from evolve_console.format import PREVIEW_LIMIT
 from evolve_console.keybar import KeyBar
+from evolve_console.screens import MoreScreen
 from evolve_console.table import MAX_ROWS, KeyedTable
 from evolve_console.viewbar import ViewBar
 from evolve_console.wrapbar import place
@@ -578,6 +579,31 @@ def test_view_bar_wraps_with_its_badges_and_a_view_on_the_second_line_is_clicked
     run_app(app, scenario, size=(100, 8))
 
 
+def test_more_wraps_a_long_line_at_the_window_width() -> None:
+    sent = "sent: [heartbeat] " + " ".join(f"word{i}" for i in range(80)) + " THE-END"
+
+    class MoreApp(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(MoreScreen("last tick", f"manual tick at 10:00: ok\n{sent}\ntook 2 s"))
+
+    app = MoreApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await pilot.pause()
+        area = app.screen.query_one("#more-text", TextArea)
+        width = area.scrollable_content_region.width
+        shown = [
+            strip.text.rstrip()
+            for strip in area.render_lines(Region(0, 0, area.size.width, area.size.height))
+        ]
+        text = " ".join(line.strip() for line in shown)
+        assert "THE-END" in text, f"the end of the line is out of sight: {shown}"
+        assert all(len(line) <= area.size.width for line in shown)
+        assert area.virtual_size.width <= width + 1, "nothing to scroll sideways"
+
+    run_app(app, scenario, size=(80, 30))
+
+
 # ---- column widths that fit the view --------------------------------------------------------------
 
 
@@ -598,3 +624,17 @@ def test_columns_fit_the_view_growing_narrowing_and_giving_way() -> None:
     tight = fit(columns, 40)
     assert tight[3] == 0 and total(tight) <= 40, "the files column gives way before the review state"
     assert tight[4] >= columns[4].minimum
+
+
+def test_free_text_gives_way_before_the_short_words_of_a_column() -> None:
+    """A change's subject and its files yield their room first: its origin (`agent (held)`) and its
+    review state (`reverted by 1a2b3c4`) stay whole as long as they can."""
+    from evolve_console.table import WIDTHS, fit
+
+    columns = [WIDTHS[k] for k in ("time", "origin", "change", "files", "review")]
+    for available in (60, 69, 80):
+        time, origin, change, files, review = fit(columns, available)
+        assert (time, origin, review) == (8, len("agent (held)"), len("reverted by 1a2b3c4")), available
+        assert change < WIDTHS["change"].preferred and files < WIDTHS["files"].preferred
+    assert fit(columns, 89) == [w.preferred for w in columns], "room for every column"
+    assert fit(columns, 89)[3] >= len("config/evolve.jsonc") and fit(columns, 89)[1] >= len("agent (held)")
