@@ -11,8 +11,8 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from engine.protocol import HookRun, SessionInfo
-from engine.protocol.records import JSONDict
+from engine.protocol import HookRun, SessionInfo, calls
+from engine.protocol.records import Health
 
 from .client import EngineClient, Target
 from .format import session_label
@@ -65,26 +65,21 @@ class Agent:
 
     # ---- what the app and the views ask the engine directly ---------------------------------
 
-    async def health(self, timeout: float | None = None) -> JSONDict:
-        """`/v1/health`: the engine's pid and the number of its newest event."""
-        if timeout is None:
-            found: JSONDict = await self.client.get("/v1/health")
-        else:
-            found = await self.client.request("GET", "/v1/health", timeout=timeout)
-        return found
+    async def health(self, timeout: float | None = None) -> Health:
+        """The engine's health check: its pid and the number of its newest event."""
+        return await self.client.send(calls.health(), timeout)
 
     async def fetch(self, part: Part) -> bool:
         """`part` from the engine into the model; False when the answer was older than the model."""
-        route, params = self.model.query(part)
         since = self.model.applied_seq
-        data = await self.client.get(route, **params)
+        answer = await self.client.send(self.model.query(part))
         self.heard()
-        return self.model.apply_reload(part, data, since=since)
+        return self.model.apply_reload(part, answer, since=since)
 
     async def run(self, run_id: str) -> HookRun:
         """A hook run in full (a table holds only its brief fields)."""
-        return HookRun.from_dict(await self.client.get(f"/v1/runs/{run_id}"))
+        return await self.client.send(calls.run(run_id))
 
     async def session(self, session_id: str) -> SessionInfo:
         """A session with its history (the table holds only its summary)."""
-        return SessionInfo.from_dict(await self.client.get(f"/v1/sessions/{session_id}"))
+        return await self.client.send(calls.session(session_id))

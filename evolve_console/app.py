@@ -28,12 +28,14 @@ from textual.worker import Worker, WorkerState
 
 from .agent import Agent
 from .client import EngineError, EngineGone, Target
+from .failures import failure_text
 from .format import short
+from .help import MOVING, HelpScreen, keys_of
 from .keys import APP_KEYS, applies
 from .launch import LaunchError, engine_for
 from .mainscreen import MainScreen
-from .messages import ConnectionChanged, Reload, Severity, Toast
-from .model import ConsoleModel, Part, Update
+from .messages import COMMAND_GROUP, ConnectionChanged, Failed, Reload, Severity, Toast
+from .model import PART_NAMES, ConsoleModel, Part, Update
 from .replay import ReplayScreen
 from .status import connection_line
 from .views import VIEWS, Registry
@@ -125,7 +127,7 @@ class EvolveConsole(App[None]):
                 health = await agent.health()
                 since = agent.model.apply_health(health)
                 await self.load_all()
-                self.post_message(ConnectionChanged(True, f"{agent.target.url} · pid {health.get('pid')}"))
+                self.post_message(ConnectionChanged(True, f"{agent.target.url} · pid {health.pid}"))
                 delay = 0.5
                 async for event in agent.client.events(since):
                     agent.model.receive(event)
@@ -184,19 +186,19 @@ class EvolveConsole(App[None]):
         # The latest request for a part wins (filters typed in quick succession).
         self.run_worker(
             self.reload(message.part),
-            name=f"reload {message.part}",
+            name=f"load {PART_NAMES[message.part]}",
             group=f"reload-{message.part}",
             exclusive=True,
             exit_on_error=False,
         )
 
-    @work(group="refresh", exit_on_error=False)
+    @work(group="refresh", exit_on_error=False, name="load what the engine announced")
     async def refresh_parts(self, parts: set[Part]) -> None:
         for part in REFRESH_ORDER:
             if part in parts:
                 await self.reload(part)
 
-    @work(exclusive=True, group="counts", exit_on_error=False)
+    @work(exclusive=True, group="counts", exit_on_error=False, name="read the journal's counts")
     async def poll_counts(self) -> None:
         """The journal's exact counts (live events only estimate them); re-armed when done."""
         try:
@@ -210,6 +212,7 @@ class EvolveConsole(App[None]):
         self.agent.set_connection(message.connected, message.detail)
         self.render_connection()
         self._main.draw(Part.HEARTBEAT)
+        self._main.connection_changed()
         self.refresh_bindings()
 
     def render_connection(self) -> None:
@@ -266,22 +269,48 @@ class EvolveConsole(App[None]):
         self.toast(message.text, message.severity, message.timeout)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.state is not WorkerState.ERROR or event.worker.group == "engine-stream":
-            return
-        error = event.worker.error
+        if event.state is WorkerState.ERROR and event.worker.group != "engine-stream":
+            self.tell_failure(event.worker)
+
+    def on_failed(self, message: Failed) -> None:
+        self.tell_failure(message.worker)
+
+    def tell_failure(self, worker: Worker[object]) -> None:
+        """A worker failed (the app's own, or a view's, a widget's, a screen's: `Failed`): the
+        operator is told what it was doing and why it failed, in words."""
+        error = worker.error
+        # Workers are named for what they do ("approve the change"); those of the "actions" group
+        # send commands, which may have been done although their answer was lost.
+        said = failure_text(worker.name or "do that", error, command=worker.group == COMMAND_GROUP)
         if isinstance(error, EngineGone):
             # One request lost (a connection closed as it was reused, a slow answer) does not mean
             # the engine is gone, and saying so would stop the reloads while the stream goes on:
             # only the health check says the engine is down.
-            self.notify(f"{event.worker.name or 'request'}: {error}", severity="warning", timeout=5)
+            self.notify(said, severity="warning", timeout=8)
             self.check_engine()
         else:
-            self.toast(f"{event.worker.name or 'error'}: {type(error).__name__}: {error}", "error")
+            self.toast(said, "error")
 
     # ---- its keys ---------------------------------------------------------------------------
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return applies(action, self._main.where(), self.views)
+
+    def action_help(self) -> None:
+        """`?`: the keys of the view or dialog on screen; `?` again closes the list."""
+        screen = self.screen
+        if isinstance(screen, HelpScreen):
+            screen.dismiss(None)
+            return
+        if screen is self._main:
+            view = self._main.shown_view
+            number = [v.NAME for v in self.views].index(view.NAME) + 1
+            title, note = f"Keys in view {number}, {view.LABEL}", MOVING
+        else:
+            kind = type(screen)
+            title = f"Keys of this dialog: {kind.TITLE or 'the dialog'}"
+            note = str(getattr(kind, "HELP_NOTE", ""))
+        self.push_screen(HelpScreen(title, keys_of(screen, self), note))
 
     def action_start_engine(self) -> None:
         workspace = self.agent.workspace
@@ -289,7 +318,7 @@ class EvolveConsole(App[None]):
             self.notify(f"starting the engine for {workspace}…", timeout=4)
             self.start_engine()
 
-    @work(group="actions", exit_on_error=False, thread=True)
+    @work(group=COMMAND_GROUP, exit_on_error=False, thread=True, name="start the engine")
     def start_engine(self) -> None:
         try:
             engine_for(Path(str(self.agent.workspace)), create=False)

@@ -7,14 +7,13 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 
-from engine.protocol import FileAtChange
+from engine.protocol import calls
 from engine.protocol.records import ReplayResult
 
 from .client import EngineClient, EngineError
 from .diffmodel import FileDiff
 from .diffprepare import Prepared, prepare
 from .model import ChangeEntry
-from .replay import replay_route
 
 
 @dataclass(frozen=True)
@@ -29,8 +28,13 @@ class WholeFile:
 
 async def latest_replay(client: EngineClient, change: ChangeEntry) -> ReplayResult | None:
     """The change's latest replay; None when it has none yet."""
+    latest = (
+        calls.latest_replay_pending(change.pending_id)
+        if change.pending_id
+        else calls.latest_replay(change.key)
+    )
     try:
-        return ReplayResult.from_dict(await client.get(replay_route(change)))
+        return await client.send(latest)
     except EngineError:
         return None
 
@@ -39,25 +43,19 @@ async def change_diff(client: EngineClient, change: ChangeEntry) -> tuple[Prepar
     """The change's diff, parsed and measured, and whether the engine cut it. It is prepared in a
     thread: 2 MB of diff takes a few hundred milliseconds."""
     if change.pending_id:
-        pending = await client.get(f"/v1/pending/{change.pending_id}")
-        return await asyncio.to_thread(prepare, pending.get("diff") or ""), False
-    diff = await client.get(f"/v1/changes/{change.key}/diff")
-    return await asyncio.to_thread(prepare, diff["diff"]), diff.get("truncated", False)
+        pending = await client.send(calls.pending(change.pending_id))
+        return await asyncio.to_thread(prepare, pending.diff), False
+    diff = await client.send(calls.diff(change.key))
+    return await asyncio.to_thread(prepare, diff.diff), diff.truncated
 
 
 async def whole_file(client: EngineClient, change: ChangeEntry, file: FileDiff) -> WholeFile:
     """`file` of the change as the change leaves it: a held change's file as it would be once
     approved, a commit's as the commit left it."""
     if change.pending_id:
-        pending = await client.get(f"/v1/pending/{change.pending_id}")
-        return WholeFile(pending.get("content") or "", "as it would be once approved")
-    found = FileAtChange.from_dict(
-        await client.request(
-            "GET",
-            f"/v1/changes/{change.key}/file",
-            params={"path": file.new_path, "old_path": file.old_path},
-        )
-    )
+        pending = await client.send(calls.pending(change.pending_id))
+        return WholeFile(pending.content or "", "as it would be once approved")
+    found = await client.send(calls.file_at(change.key, file.new_path or file.path, file.old_path))
     if found.binary:
         return WholeFile("", "", binary=True)
     note = f"as {found.sha[:10]} left it"

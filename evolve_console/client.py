@@ -1,7 +1,7 @@
 """The console's only way to the engine: its HTTP API and its event stream (so the console can watch
 an engine on another machine). `send` sends one of the contract's typed calls (engine.protocol.calls)
-and returns its answer as the route's record; `get`, `post` and `request` take a path, for the call
-sites not yet converted to typed calls."""
+and returns its answer as the route's record; `events` follows the event stream. The console names
+no route itself: every request is a call of the contract."""
 
 from __future__ import annotations
 
@@ -29,6 +29,19 @@ class EngineError(RuntimeError):
 
 class EngineGone(RuntimeError):
     """The engine did not answer (stopped, restarting, unreachable)."""
+
+
+def why_unanswered(exc: httpx.HTTPError) -> str:
+    """Why a request got no answer, in words (not the name of httpx's exception)."""
+    if isinstance(exc, httpx.ConnectTimeout):
+        return "it did not take the connection in time"
+    if isinstance(exc, httpx.ConnectError):
+        return "nothing listens at that address"
+    if isinstance(exc, httpx.TimeoutException):
+        return "it took too long to answer"
+    if isinstance(exc, httpx.RemoteProtocolError | httpx.ReadError | httpx.WriteError):
+        return "the connection closed before it answered"
+    return "the request failed on its way"
 
 
 @dataclass(frozen=True)
@@ -64,37 +77,34 @@ class EngineClient:
     async def send(self, call: Call[A], timeout: float | None = None) -> A:
         """Send a typed call; its answer as the route's record. EngineGone when the engine does not
         answer; EngineError when it refuses (its reason) or answers something other than the record."""
-        data = await self.request(call.method, call.path, call.body, timeout, call.query)
+        data = await self._request(call, timeout)
         try:
             return call.decode(data)
         except (NotAnAnswer, TypeError, ValueError) as exc:
-            raise EngineError(f"{call.method} {call.path}: an answer the console cannot read: {exc}") from exc
+            raise EngineError(
+                f"the engine answered {call.method} {call.path} with something this console cannot "
+                "read: is one of them older than the other? Update both to the same version"
+            ) from exc
 
-    async def request(
-        self,
-        method: str,
-        path: str,
-        json_body: Any = None,
-        timeout: float | None = None,
-        params: dict[str, Any] | None = None,
-    ) -> Any:
+    async def _request(self, call: Call[A], timeout: float | None) -> Any:
+        method = call.method
+        kwargs: dict[str, Any] = {"params": call.query}
+        if call.body is not None:
+            kwargs["json"] = call.body
+        if timeout is not None:
+            kwargs["timeout"] = timeout
         try:
-            kwargs: dict[str, Any] = {"params": {k: v for k, v in (params or {}).items() if v is not None}}
-            if json_body is not None:
-                kwargs["json"] = json_body
-            if timeout is not None:
-                kwargs["timeout"] = timeout
             try:
-                resp = await self._http.request(method, path, **kwargs)
+                resp = await self._http.request(method, call.path, **kwargs)
             except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
                 if method != "GET":
                     raise
                 # A kept-alive connection the engine (or a proxy) closed just as it was reused: the
                 # request never reached it. A read is asked again, once, on a new connection.
-                resp = await self._http.request(method, path, **kwargs)
+                resp = await self._http.request(method, call.path, **kwargs)
         except httpx.HTTPError as exc:
             raise EngineGone(
-                f"the engine at {self.target.url} does not answer ({type(exc).__name__})"
+                f"the engine at {self.target.url} does not answer: {why_unanswered(exc)}"
             ) from exc
         try:
             data = resp.json()
@@ -105,12 +115,6 @@ class EngineClient:
             raise EngineError(str(message), data if isinstance(data, dict) else None)
         return data
 
-    async def get(self, path: str, **params: Any) -> Any:
-        return await self.request("GET", path, params=params)
-
-    async def post(self, path: str, body: Any = None, timeout: float | None = None) -> Any:
-        return await self.request("POST", path, json_body=body or {}, timeout=timeout)
-
     async def events(self, since: int | None, brief: bool = True) -> AsyncIterator[Event]:
         """Engine events as they happen; with `since`, first the recent ones after that sequence number.
         `brief`: hook runs as summaries (the console fetches a run's details when it is selected)."""
@@ -120,7 +124,9 @@ class EngineClient:
                 stream.method, stream.path, params=stream.query, timeout=httpx.Timeout(30.0, read=60.0)
             ) as resp:
                 if resp.status_code != 200:
-                    raise EngineError(f"event stream refused: HTTP {resp.status_code}")
+                    raise EngineError(
+                        f"the engine refused its event stream (HTTP {resp.status_code}): is the token right?"
+                    )
                 data: list[str] = []
                 async for line in resp.aiter_lines():
                     if line.startswith("data:"):
@@ -132,4 +138,4 @@ class EngineClient:
                                 yield stream.decode(message)
                         data = []
         except httpx.HTTPError as exc:
-            raise EngineGone(f"the event stream from {self.target.url} ended ({type(exc).__name__})") from exc
+            raise EngineGone(f"the event stream from {self.target.url} ended: {why_unanswered(exc)}") from exc

@@ -6,45 +6,44 @@ from __future__ import annotations
 
 from typing import Any
 
+from engine.protocol import HeartbeatStatus, StageResult, TickResult, calls
+
 from .client import EngineClient
 from .format import as_json
 
 
 async def fire(client: EngineClient) -> tuple[str, str]:
     """One heartbeat tick now, waited for: what the operator is told, and its severity."""
-    return tick_said((await client.post("/v1/heartbeat/fire", timeout=3600))["result"])
+    return tick_said((await client.send(calls.heartbeat_fire(), timeout=3600)).result)
 
 
-def tick_said(result: dict[str, Any]) -> tuple[str, str]:
-    """A tick's result (`outcome`, `reason`) as the operator is told it, and its severity (a tick
-    that did not run ok is a warning)."""
-    reason = f": {result['reason']}" if result.get("reason") else ""
-    return f"heartbeat {result['outcome']}{reason}", "information" if result["outcome"] == "ok" else "warning"
+def tick_said(result: TickResult) -> tuple[str, str]:
+    """A tick's result (its outcome and reason) as the operator is told it, and its severity (a
+    tick that did not run ok is a warning)."""
+    reason = f": {result.reason}" if result.reason else ""
+    return f"heartbeat {result.outcome}{reason}", "information" if result.outcome == "ok" else "warning"
 
 
-async def set_paused(client: EngineClient, paused: bool) -> dict[str, Any]:
+async def set_paused(client: EngineClient, paused: bool) -> HeartbeatStatus:
     """Pause the heartbeat's timer, or resume it; the heartbeat's status after."""
-    status: dict[str, Any] = await client.post(f"/v1/heartbeat/{'pause' if paused else 'resume'}")
-    return status
+    return await client.send(calls.heartbeat_pause() if paused else calls.heartbeat_resume())
 
 
 async def run_stage(client: EngineClient, request: dict[str, Any]) -> tuple[str, str]:
     """Dispatch a stage by hand (`request`: stage, context, session, as the stage dialog gives it):
     the summary of what ran, and the merged result as JSON."""
-    result = await client.post(
-        f"/v1/stages/{request['stage']}",
-        {"context": request["context"], "session": request["session"]},
-        timeout=600,
+    result = await client.send(
+        calls.stage(request["stage"], request["context"], request["session"]), timeout=600
     )
-    return stage_summary(request["stage"], result), as_json(result.get("merged"))
+    return stage_summary(request["stage"], result), as_json(result.merged)
 
 
-def stage_summary(stage: str, result: dict[str, Any]) -> str:
+def stage_summary(stage: str, result: StageResult) -> str:
     """A stage dispatched by hand, in a line: how many hooks ran, which failed, whether recover
     stepped in."""
-    summary = f"{stage}: {len(result.get('hooks') or [])} hooks"
-    if result.get("failed"):
-        summary += f", failed: {', '.join(result['failed'])}"
-    if result.get("recovered"):
+    summary = f"{stage}: {len(result.hooks)} hooks"
+    if result.failed:
+        summary += f", failed: {', '.join(result.failed)}"
+    if result.recovered:
         summary += ", recover stepped in"
     return summary

@@ -6,7 +6,9 @@ the answer."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+
+from engine.protocol import calls
+from engine.protocol.records import Impact
 
 from .client import EngineClient, EngineError
 from .format import short
@@ -38,9 +40,9 @@ def approve_question(change: ChangeEntry) -> tuple[str, str] | None:
 async def approve(client: EngineClient, change: ChangeEntry) -> str:
     """Approve `change`: a held change is installed, a commit gets its approval noted."""
     if change.pending_id:
-        await client.post(f"/v1/pending/{change.pending_id}/approve")
+        await client.send(calls.approve_pending(change.pending_id))
         return f"approved and installed: {change.subject}"
-    await client.post(f"/v1/changes/{change.key}/approve")
+    await client.send(calls.approve(change.key))
     return f"approved {change.key[:10]}: {change.subject}"
 
 
@@ -48,27 +50,24 @@ def revert_question(change: ChangeEntry) -> str:
     return f"Revert {change.key[:10]} “{short(change.subject, 60)}”?"
 
 
-async def revert_impact(client: EngineClient, change: ChangeEntry) -> dict[str, Any]:
+async def revert_impact(client: EngineClient, change: ChangeEntry) -> Impact:
     """What reverting `change` touches: the sessions frozen under it, the later changes to its files
     (and the sessions frozen under those)."""
-    impact: dict[str, Any] = await client.get(f"/v1/changes/{change.key}/impact")
-    return impact
+    return await client.send(calls.impact(change.key))
 
 
 async def revert(client: EngineClient, change: ChangeEntry, choice: RevertChoice) -> Outcome:
     """Revert `change` as the operator chose; refused (a conflict with later changes, say) with the
     engine's explanation."""
-    body = {"refresh": choice.refresh, "together": choice.together}
     try:
-        result = await client.post(f"/v1/changes/{change.key}/revert", body)
+        result = await client.send(calls.revert(change.key, refresh=choice.refresh, together=choice.together))
     except EngineError as exc:
         return Outcome(f"revert refused: {exc}", refused=True)
-    refreshed = result.get("refreshed") or []
-    also = f", {len(refreshed)} session(s) refreshed" if refreshed else ""
-    return Outcome(f"reverted {change.key[:10]} with {result['sha'][:10]}{also}")
+    also = f", {len(result.refreshed)} session(s) refreshed" if result.refreshed else ""
+    return Outcome(f"reverted {change.key[:10]} with {result.sha[:10]}{also}")
 
 
 async def reject(client: EngineClient, change: ChangeEntry, reason: str) -> str:
     """Reject the held `change`; an empty `reason` is none."""
-    await client.post(f"/v1/pending/{change.pending_id}/reject", {"reason": reason or None})
+    await client.send(calls.reject_pending(str(change.pending_id), reason or None))
     return f"rejected: {change.subject}"

@@ -17,10 +17,12 @@ from typing import Any, ClassVar
 from rich.segment import Segment
 from rich.style import Style
 from rich.text import Text
+from textual.color import Color
 from textual.geometry import Size
 from textual.selection import Selection
 from textual.strip import Strip
 
+from .diffcolours import LAYERS, Depth, depth_of, layer_styles
 from .difflayout import MIN_SPLIT, Item, Layout, build_layout, file_notes, item_key
 from .diffmarks import LineMarks
 from .diffmodel import Diff, FileDiff, Line, whole_file
@@ -284,9 +286,13 @@ class DiffView(LineView, can_focus=True):
 
     def _style(self, name: str) -> Style:
         """A component style, as a layer: only its background, or only its colour and text style
-        (a component style also carries the widget's own colours, which would cover the layers below)."""
+        (a component style also carries the widget's own colours, which would cover the layers below).
+        Added, removed and changed words as the terminal's colours can tell them apart."""
         style = self._styles.get(name)
         if style is None:
+            if name in LAYERS and self.depth is not Depth.TRUECOLOR:  # true colour: the theme's, as is
+                self._styles.update(self._layers())
+                return self._styles[name]
             full = self.get_component_rich_style(f"diff-view--{name}")
             if name in BACKGROUNDS:
                 style = Style(bgcolor=full.bgcolor)
@@ -296,6 +302,20 @@ class DiffView(LineView, can_focus=True):
                 style = Style(color=full.color, bold=full.bold, italic=full.italic)
             self._styles[name] = style
         return style
+
+    @property
+    def depth(self) -> Depth:
+        """The colours of the terminal the console draws on."""
+        return depth_of(self.app.console.color_system, self.app.no_color)
+
+    def _layers(self) -> dict[str, Style]:
+        tinted, tints = {}, {}
+        variables = self.app.theme_variables
+        for name in LAYERS:
+            found = self.get_component_rich_style(f"diff-view--{name}").bgcolor
+            tinted[name] = Color.from_rich_color(found) if found is not None else Color(0, 0, 0)
+            tints[name] = Color.parse(variables["success" if name.startswith("added") else "error"])
+        return layer_styles(self.depth, self.background_colors[1], tinted, tints)
 
     def _block(self, layout: Layout, index: int, block: int) -> list[Strip]:
         key = (index, block)
@@ -356,9 +376,11 @@ class DiffView(LineView, can_focus=True):
         background = {"+": "added", "-": "removed"}.get(line.kind)
         if background:
             text.stylize(self._style(background))
-        dark = self.app.current_theme.dark if self.app.current_theme else True
-        for start, end, style in self._marks.syntax(fi, hi, li, dark):
-            text.stylize(style, start, end)
+        if self.depth in (Depth.TRUECOLOR, Depth.EIGHT_BIT):
+            # With 16 colours or none, the lines' own colours and marks are what tells them apart.
+            dark = self.app.current_theme.dark if self.app.current_theme else True
+            for start, end, style in self._marks.syntax(fi, hi, li, dark):
+                text.stylize(style, start, end)
         if line.partner is not None:
             word = self._style(f"{background}-word")
             for start, end in self._marks.words(fi, hi, li):

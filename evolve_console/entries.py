@@ -21,7 +21,7 @@ class RunFilter:
     failed: bool = False
 
     def params(self) -> dict[str, Any]:
-        """The query parameters of `GET /v1/runs` that filter the same way."""
+        """The runs listing's query parameters (`calls.runs`) that filter the same way."""
         values: dict[str, Any] = {
             k: v for k in ("stage", "hook", "session") if (v := getattr(self, k)) is not None
         }

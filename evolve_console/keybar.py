@@ -1,4 +1,5 @@
-"""The key bar at the bottom: the keys that do something in the view shown, on one line."""
+"""The key bar at the bottom: the keys that do something in the view shown, on as many lines as the
+width needs (every key stays in sight)."""
 
 from __future__ import annotations
 
@@ -8,25 +9,26 @@ from rich.style import Style
 from rich.text import Text
 from textual import events
 from textual.screen import Screen
-from textual.widget import Widget
+
+from .wrapbar import WrapBar
 
 Key = tuple[str, str, str, bool, str]  # (key, the key as shown, description, enabled, tooltip)
 
 
-class KeyBar(Widget, can_focus=False):
-    """The active key bindings on one line; click a key to press it, hover it for its tooltip.
+class KeyBar(WrapBar):
+    """The active key bindings, wrapped onto a second line when they do not fit on one; click a key
+    to press it, hover it for its tooltip.
 
     Textual's Footer recomposes a widget per key whenever the bindings change (every focus
     change, so every tab switch): hundreds of widgets styled and laid out again. This renders
-    the same keys as one line of text and repaints only when the keys shown actually change.
+    the same keys as text and repaints only when the keys shown actually change.
     """
 
-    ALLOW_SELECT = False
     COMPONENT_CLASSES: ClassVar[set[str]] = {"keybar--key", "keybar--description"}
     DEFAULT_CSS = """
     KeyBar {
         dock: bottom;
-        height: 1;
+        height: auto;
         background: $footer-background;
         color: $footer-foreground;
         & > .keybar--key { color: $footer-key-foreground; background: $footer-key-background; text-style: bold; }
@@ -37,7 +39,6 @@ class KeyBar(Widget, can_focus=False):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.keys: list[Key] = []  # the keys shown, in order
-        self._spans: list[tuple[int, int, int]] = []  # (start x, end x, index into keys)
 
     def on_mount(self) -> None:
         self.screen.bindings_updated_signal.subscribe(self, self._bindings_changed)
@@ -71,37 +72,28 @@ class KeyBar(Widget, can_focus=False):
             keys.append(palette)
         if keys != self.keys:
             self.keys = keys
-            self.refresh()
+            self.changed()
 
-    def render(self) -> Text:
+    def items(self) -> list[Text]:
         key_style = self.get_component_rich_style("keybar--key")
         description_style = self.get_component_rich_style("keybar--description")
-        text = Text(no_wrap=True, overflow="ellipsis")
-        self._spans = []
-        for index, (_, shown, description, enabled, _) in enumerate(self.keys):
-            start = text.cell_len
+        items = []
+        for _, shown, description, enabled, _ in self.keys:
             dim = Style(dim=not enabled)  # a key that does nothing here is shown dimmed
-            text.append(f" {shown}", style=key_style + dim)
-            text.append(f" {description}", style=description_style + dim)
-            self._spans.append((start, text.cell_len, index))
-            text.append(" ")
-        return text
-
-    def _key_at(self, x: int) -> Key | None:
-        for start, end, index in self._spans:
-            if start <= x < end:
-                return self.keys[index]
-        return None
+            item = Text()
+            item.append(f" {shown}", style=key_style + dim)
+            item.append(f" {description}", style=description_style + dim)
+            item.append(" ")
+            items.append(item)
+        return items
 
     def on_mouse_move(self, event: events.MouseMove) -> None:
-        found = self._key_at(event.x)
-        self.tooltip = found[4] if found else None
+        found = self.item_at(event.x, event.y)
+        self.tooltip = self.keys[found][4] if found is not None else None
 
-    def on_click(self, event: events.Click) -> None:
-        found = self._key_at(event.x)
-        if found is None:
-            return
-        if found[3]:
-            self.app.simulate_key(found[0])
+    def clicked(self, index: int) -> None:
+        key, _, _, enabled, _ = self.keys[index]
+        if enabled:
+            self.app.simulate_key(key)
         else:
             self.app.bell()

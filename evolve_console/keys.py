@@ -16,10 +16,17 @@ from textual.binding import Binding, BindingType
 from .model import ChangeEntry
 from .views import VIEWS, Registry, View
 
-# The app's: quitting, and starting the engine the console follows.
+# The app's: quitting, starting the engine the console follows, and the keys of what is on screen.
 APP_KEYS: Final[list[BindingType]] = [
     Binding("q", "quit", "Quit", id="app.quit", tooltip="Close the console (the engine keeps running)"),
     Binding("E", "start_engine", "Start engine", id="engine.start", tooltip="Start the workspace's engine"),
+    Binding(
+        "question_mark",
+        "help",
+        "Keys",
+        id="app.help",
+        tooltip="The keys of this view or dialog, with what each does",
+    ),
 ]
 
 # The main screen's: they act from every view.
@@ -35,11 +42,22 @@ SCREEN_KEYS: Final[list[BindingType]] = [
 ]
 
 
+# The keys of every view that ask the engine to do something: dimmed while it does not answer.
+ENGINE_ACTIONS: Final = frozenset({"fire_heartbeat", "toggle_pause", "run_stage"})
+
+
 def view_keys(views: Registry) -> list[BindingType]:
     """A number key per view, by its place in the registry. They are shown in the view bar
     ("1 Hook runs"), not in the key bar."""
     return [
-        Binding(str(n), f"show_tab('{view.NAME}')", view.LABEL, id=f"view.{view.NAME}", show=False)
+        Binding(
+            str(n),
+            f"show_tab('{view.NAME}')",
+            view.LABEL,
+            id=f"view.{view.NAME}",
+            show=False,
+            tooltip=f"Show view {n}, {view.LABEL.lower()}",
+        )
         for n, view in enumerate(views, 1)
     ]
 
@@ -60,7 +78,7 @@ class Where:
     change: ChangeEntry | None = None
     typing: bool = False
     back: bool = False
-    connected: bool = False
+    connected: bool = True
     problems: bool = False
     workspace: bool = False
 
@@ -73,7 +91,9 @@ def applies(action: str, where: Where, views: Registry = VIEWS) -> bool | None:
         # A view's own key: only in the views that bind it, and as the view says.
         if shown is None or action not in actions_of(shown):
             return False
-        return shown.key_state(action, where.change)
+        return shown.key_state(action, where.change, where.connected)
+    if action in ENGINE_ACTIONS:
+        return True if where.connected else None  # shown dimmed while the engine does not answer
     if action == "go_back":
         return where.back or where.typing
     if action == "problems":

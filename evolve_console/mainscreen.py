@@ -5,6 +5,8 @@ a click on its label, hands each view the model's changes, goes from a row to an
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, ClassVar, cast
 
 from textual import on, work
@@ -12,13 +14,14 @@ from textual.app import ComposeResult
 from textual.binding import BindingType
 from textual.screen import Screen
 from textual.widgets import Input
+from textual.worker import Worker
 
 from . import controls
 from .agent import Agent
 from .keybar import KeyBar
 from .keys import SCREEN_KEYS, Where, applies, view_keys
 from .line import Line
-from .messages import Go, OpenSession, Toast
+from .messages import COMMAND_GROUP, Go, OpenSession, Toast, pass_failure_up
 from .model import Part, Update
 from .palette import Command, EvolveCommands, Run
 from .screens import MoreScreen, ResultScreen, StageScreen
@@ -37,6 +40,16 @@ COMMANDS: tuple[Command, ...] = (
     Command("engine: show its problems", "problems", "config errors and warnings in full"),
     Command("engine: start it", "app.start_engine", "start the workspace's engine when it is down"),
 )
+
+
+@dataclass(frozen=True)
+class Step:
+    """Where escape goes back to: a view with its selected row, and what was over it (the screen
+    that `Go` came from), opened again by `back`."""
+
+    view: str
+    key: str | None
+    back: Callable[[], object] | None = None
 
 
 class MainScreen(Screen[None]):
@@ -58,7 +71,7 @@ class MainScreen(Screen[None]):
         self.agent = agent
         self.view_classes = views
         self.shown = views[0].NAME  # the view on screen
-        self.trail: list[tuple[str, str | None]] = []  # (view, selected key) to go back to
+        self.trail: list[Step] = []  # where escape goes back to, the latest last
         self._titles: dict[str, str | None] = {}  # the session titles the views were drawn with
         # Made here, not in compose: the app draws the connection bar from its own mount on.
         self.connection = Line(id="connection")
@@ -75,7 +88,10 @@ class MainScreen(Screen[None]):
         yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
-        self.set_focus(self.shown_view.focus_target())  # the arrow keys move through its rows at once
+        self.set_focus(self.shown_view.focus_target())
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        pass_failure_up(self, event)  # the arrow keys move through its rows at once
 
     # ---- the views -------------------------------------------------------------------------------
 
@@ -123,6 +139,12 @@ class MainScreen(Screen[None]):
         for view in self.views:
             view.tick()
 
+    def connection_changed(self) -> None:
+        """The engine started or stopped answering: the keys that need it are dimmed or not."""
+        self.refresh_bindings()
+        for view in self.views:
+            view.connection_changed()
+
     def render_badges(self) -> None:
         """What waits for the operator, beside each view's label."""
         self.shown_view.looked_at()
@@ -155,13 +177,21 @@ class MainScreen(Screen[None]):
     def go(self, message: Go) -> None:
         """Show a view with a row selected; escape comes back here."""
         message.stop()
-        self.trail.append((self.shown, self.shown_view.selected_key()))
+        self.trail.append(Step(self.shown, self.shown_view.selected_key(), message.back))
         self._show_row(message.view, message.key)
 
     def _show_row(self, name: str, key: str | None) -> None:
         self.action_show_tab(name)
         if key is not None and not self.shown_view.select(key):
-            self.post_message(Toast(f"{key} is not among the rows shown in this view", "warning", 5))
+            view = self.shown_view.LABEL.lower()
+            self.post_message(
+                Toast(
+                    f"{key} is not among the {view} shown: it is older than the rows kept, or a filter "
+                    "hides it",
+                    "warning",
+                    6,
+                )
+            )
 
     @on(OpenSession)
     def open_session(self, message: OpenSession) -> None:
@@ -183,7 +213,10 @@ class MainScreen(Screen[None]):
             self.set_focus(self.shown_view.focus_target())
             return
         if self.trail:
-            self._show_row(*self.trail.pop())
+            step = self.trail.pop()
+            self._show_row(step.view, step.key)
+            if step.back is not None:
+                step.back()  # the screen it came from, over that view again
 
     # ---- keys that act from every view -----------------------------------------------------------
 
@@ -229,7 +262,7 @@ class MainScreen(Screen[None]):
 
         self.app.push_screen(StageScreen(), chosen)
 
-    @work(group="actions", exit_on_error=False)
+    @work(group=COMMAND_GROUP, exit_on_error=False, name="run the stage")
     async def run_stage(self, request: dict[str, Any]) -> None:
         self.app.push_screen(ResultScreen(*await controls.run_stage(self.agent.client, request)))
 

@@ -8,22 +8,33 @@ stream worker reports the connection with `ConnectionChanged`.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Literal
 
 from textual.message import Message
+from textual.message_pump import MessagePump
+from textual.worker import Worker, WorkerState
 
 from .model import Part
 
 Severity = Literal["information", "warning", "error"]
 
+# The worker group of the operator's commands (approve, revert, fire, ...): a command whose answer
+# was lost may have been done, and the operator is told so (`failures.failure_text`). Workers are
+# named for what they do, as the operator is told it: "could not <name>: <why>".
+COMMAND_GROUP = "actions"
+
 
 class Go(Message):
-    """Show the view `view` with its row `key` selected; escape comes back to where this came from."""
+    """Show the view `view` with its row `key` selected; escape comes back to where this came from.
+    `back`: what escape does once that view is shown again, when this came from a screen over it
+    (the turn that made a change is opened again, as it was)."""
 
-    def __init__(self, view: str, key: str | None) -> None:
+    def __init__(self, view: str, key: str | None, back: Callable[[], object] | None = None) -> None:
         super().__init__()
         self.view = view
         self.key = key
+        self.back = back
 
 
 class OpenSession(Message):
@@ -62,3 +73,19 @@ class ConnectionChanged(Message):
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, ConnectionChanged)
+
+
+class Failed(Message):
+    """A worker of a view, a widget or a screen failed (a refused command, a request without an
+    answer). Textual tells only the worker's own node of its end, and does not pass that on: the
+    node passes it up with this, so that the app words every failure in one place."""
+
+    def __init__(self, worker: Worker[object]) -> None:
+        super().__init__()
+        self.worker = worker
+
+
+def pass_failure_up(node: MessagePump, event: Worker.StateChanged) -> None:
+    """For a node's `on_worker_state_changed`: a failed worker goes to the app as `Failed`."""
+    if event.state is WorkerState.ERROR:
+        node.post_message(Failed(event.worker))

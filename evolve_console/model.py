@@ -17,7 +17,6 @@ from typing import Any, Final
 
 from engine.protocol import (
     BRIEF_RUN_FIELDS,
-    Change,
     EngineStatus,
     Event,
     EventKind,
@@ -27,8 +26,13 @@ from engine.protocol import (
     SessionInfo,
     StageResult,
     ToolCall,
+    calls,
 )
+from engine.protocol.calls import Call
 from engine.protocol.records import (
+    ChangeList,
+    DispatchList,
+    Health,
     HeartbeatChanged,
     JSONDict,
     Notice,
@@ -36,7 +40,10 @@ from engine.protocol.records import (
     ReplayProgress,
     ReplayResult,
     ReviewRecorded,
+    RunList,
     SessionChanged,
+    SessionList,
+    ToolCallList,
 )
 
 # The rows the model holds (entries.py), named here with it.
@@ -64,21 +71,31 @@ class Part(StrEnum):
     TOOLS = "tools"  # the tool calls shown
 
 
-_ROUTES: Final = {
-    Part.RUNS: "/v1/runs",
-    Part.STAGES: "/v1/dispatches",
-    Part.SESSIONS: "/v1/sessions",
-    Part.HEARTBEAT: "/v1/heartbeat",
-    Part.CHANGES: "/v1/changes",
-    Part.STATUS: "/v1/status",
-    Part.COUNTS: "/v1/runs",
-    Part.TOOLS: "/v1/tool-calls",
+# Each part as the operator is told of it ("could not load the hook runs").
+PART_NAMES: Final = {
+    Part.RUNS: "the hook runs",
+    Part.STAGES: "the stage results",
+    Part.SESSIONS: "the sessions",
+    Part.HEARTBEAT: "the heartbeat's state",
+    Part.CHANGES: "the changes",
+    Part.STATUS: "the engine's status",
+    Part.COUNTS: "the journal's counts",
+    Part.TOOLS: "the tool calls",
 }
+
+# What the engine answers for a part (`ConsoleModel.query`): the records of the routes that fetch them.
+Reloaded = RunList | DispatchList | SessionList | HeartbeatStatus | ChangeList | EngineStatus | ToolCallList
 
 
 def brief_run(data: JSONDict) -> HookRun:
     """A hook run as a list shows it: the brief fields only (details are fetched when selected)."""
     return HookRun.from_dict({"input": {}, **{k: data[k] for k in BRIEF_RUN_FIELDS if k in data}})
+
+
+def brief(run: HookRun) -> HookRun:
+    """A listed run cut to the brief fields, as a table keeps it (its details are fetched when
+    selected: 500 runs with their inputs and outputs would hold whole sessions)."""
+    return HookRun(**{k: getattr(run, k) for k in BRIEF_RUN_FIELDS}, input={})
 
 
 @dataclass
@@ -113,7 +130,7 @@ class ConsoleModel:
         self.runs: dict[str, HookRun] = {}  # the runs shown, oldest first, at most MAX_ROWS
         self.dispatches: dict[str, StageResult] = {}  # likewise
         self.sessions: dict[str, SessionInfo] = {}
-        self.changes: dict[str, ChangeEntry] = {}  # commits oldest first, then pending changes
+        self.changes: dict[str, ChangeEntry] = {}  # commits oldest first, then held ones (`in_order`)
         self.tool_calls: dict[str, ToolCall] = {}  # the tool calls shown, oldest first
         self.failed_unseen = 0  # failed runs that arrived since the operator last looked at the runs
         self._last_failed: dict[tuple[str, str], float] = {}  # (hook, stage) -> its last failure's time
@@ -128,14 +145,13 @@ class ConsoleModel:
     def set_connection(self, connected: bool, detail: str) -> None:
         self.connected, self.detail = connected, detail
 
-    def apply_health(self, health: JSONDict) -> int:
-        """The engine answered `/v1/health` (a full load follows): the seq to follow events from.
+    def apply_health(self, health: Health) -> int:
+        """The engine answered its health check (a full load follows): the seq to follow events from.
 
         A new engine process numbers its events from 1 again: what was counted for the old one no
         longer says anything, and events of the old one still waiting no longer count."""
-        pid = health.get("pid")
-        if pid != self.engine_pid:
-            self.engine_pid, self.last_seq = pid if isinstance(pid, int) else None, None
+        if health.pid != self.engine_pid:
+            self.engine_pid, self.last_seq = health.pid, None
             self.applied_seq = 0
             self._live.clear()
             self._set_at.clear()
@@ -144,7 +160,7 @@ class ConsoleModel:
         if self.last_seq is None:
             # Events from here on are replayed after the history is loaded, so a run recorded in
             # between is in one or the other (rows are keyed: no duplicates).
-            self.last_seq = int(health.get("seq") or 0)
+            self.last_seq = health.seq or 0
         self.stale.clear()
         return self.last_seq
 
@@ -335,6 +351,7 @@ class ConsoleModel:
             if pending.status == "pending" and pending.id not in self.changes:
                 update.alerts.append(f"a change awaits your review: {pending.message} ({pending.file})")
             self.changes[pending.id] = ChangeEntry.pending(pending)
+            self.changes = in_order(self.changes.values())
         update.redraw.add(Part.CHANGES)
 
     def _apply_heartbeat(self, event: Event, update: Update) -> None:
@@ -349,47 +366,48 @@ class ConsoleModel:
 
     # ---- answers of the API ---------------------------------------------------------------------------
 
-    def query(self, part: Part) -> tuple[str, dict[str, Any]]:
-        """The route and query parameters that fetch `part`."""
+    def query(self, part: Part) -> Call[Any]:
+        """The call that fetches `part`; its answer goes to `apply_reload`."""
         if part is Part.RUNS:
-            return _ROUTES[part], {**self.run_filter.params(), "limit": HISTORY_LIMIT}
+            return calls.runs(**self.run_filter.params(), limit=HISTORY_LIMIT)
         if part is Part.COUNTS:
-            return _ROUTES[part], {"limit": 0}
-        if part in (Part.STAGES, Part.CHANGES, Part.TOOLS):
-            return _ROUTES[part], {"limit": HISTORY_LIMIT}
-        return _ROUTES[part], {}
+            return calls.runs(limit=0)
+        if part is Part.STAGES:
+            return calls.dispatches(limit=HISTORY_LIMIT)
+        if part is Part.CHANGES:
+            return calls.changes(limit=HISTORY_LIMIT)
+        if part is Part.TOOLS:
+            return calls.tool_calls(limit=HISTORY_LIMIT)
+        if part is Part.SESSIONS:
+            return calls.sessions()
+        if part is Part.HEARTBEAT:
+            return calls.heartbeat()
+        return calls.status()
 
-    def apply_reload(self, part: Part, data: Any, since: int | None = None) -> bool:
-        """The engine's answer for `part` (`query(part)`); False when it was older than the model.
+    def apply_reload(self, part: Part, answer: Reloaded, since: int | None = None) -> bool:
+        """The engine's answer for `part` (to `query(part)`); False when it was older than the model.
 
         `since`: the `applied_seq` when the request went out. Runs applied from the stream after
         that may be newer than the answer and are kept; a heartbeat set by a newer event wins."""
-        try:
-            return self._apply_reload(part, data, since)
-        except _UNPARSED as exc:
-            raise ValueError(f"{_ROUTES[part]}: the engine's answer does not parse ({exc})") from exc
-
-    def _apply_reload(self, part: Part, data: Any, since: int | None) -> bool:
         newer_event = since is not None and self._set_at.get(part, 0) > since
         if part in (Part.RUNS, Part.COUNTS):
             # What the journal held when it answered: every event received so far (an event comes
             # before its run is journaled, a moment later), give or take the last few.
             self._counted_seq = self.last_seq or 0
-        if part is Part.RUNS:
-            self.counts = dict(data.get("counts") or {})
-            runs = [brief_run(r) for r in reversed(data["runs"])]
+        if part is Part.RUNS and isinstance(answer, RunList):
+            self.counts = dict(answer.counts)
+            runs = [brief(r) for r in reversed(answer.runs)]
             if since is not None:
                 runs += [run for seq, run in self._live if seq > since]
             self.runs = {run.id: run for run in runs}
             _trim(self.runs)
-        elif part is Part.COUNTS:
-            self.counts = dict(data.get("counts") or self.counts)
-        elif part is Part.STAGES:
-            dispatches = [StageResult.from_dict(d) for d in reversed(data["dispatches"])]
-            self.dispatches = {d.id: d for d in dispatches}
+        elif part is Part.COUNTS and isinstance(answer, RunList):
+            self.counts = dict(answer.counts or self.counts)
+        elif part is Part.STAGES and isinstance(answer, DispatchList):
+            self.dispatches = {d.id: d for d in reversed(answer.dispatches)}
             _trim(self.dispatches)
-        elif part is Part.SESSIONS:
-            loaded = {s.id: s for s in (SessionInfo.from_dict(s) for s in data["sessions"])}
+        elif part is Part.SESSIONS and isinstance(answer, SessionList):
+            loaded = {s.id: s for s in answer.sessions}
             if since is not None:  # what an event newer than the answer said wins
                 for sid, seq in self._session_seq.items():
                     if seq > since:
@@ -398,14 +416,13 @@ class ConsoleModel:
                         else:
                             loaded.pop(sid, None)
             self.sessions = loaded
-        elif part is Part.CHANGES:
-            entries = [ChangeEntry.commit(Change.from_dict(c)) for c in reversed(data["changes"])]
-            for p in data.get("pending") or []:
-                if p.get("status") != "approved":  # an approved one is its commit now
-                    entries.append(ChangeEntry.pending(PendingChange.from_dict(p)))
-            self.changes = {e.key: e for e in entries}
-        elif part is Part.TOOLS:
-            by_id = {c.id: c for c in (ToolCall.from_dict(c) for c in reversed(data["tool_calls"]))}
+        elif part is Part.CHANGES and isinstance(answer, ChangeList):
+            entries = [ChangeEntry.commit(c) for c in reversed(answer.changes)]
+            # An approved held change is its commit now.
+            entries += [ChangeEntry.pending(p) for p in answer.pending if p.status != "approved"]
+            self.changes = in_order(entries)
+        elif part is Part.TOOLS and isinstance(answer, ToolCallList):
+            by_id = {c.id: c for c in reversed(answer.tool_calls)}
             if since is not None and by_id:  # what events told since the request went out
                 oldest = min(c.started_at for c in by_id.values())
                 for known in self.tool_calls.values():
@@ -416,17 +433,28 @@ class ConsoleModel:
                         by_id[known.id] = known
             self.tool_calls = dict(sorted(by_id.items(), key=lambda item: item[1].started_at))
             _trim(self.tool_calls)
-
-        elif part is Part.HEARTBEAT:
+        elif part is Part.HEARTBEAT and isinstance(answer, HeartbeatStatus):
             if newer_event:
                 return False
-            self.heartbeat = HeartbeatStatus.from_dict(data)
-        elif part is Part.STATUS:
-            status = EngineStatus.from_dict(data)
+            self.heartbeat = answer
+        elif part is Part.STATUS and isinstance(answer, EngineStatus):
+            status = answer
             if newer_event and self.status is not None:
                 status = replace(status, opencode=self.status.opencode)  # as the newer event left it
             self.status = status
+        else:
+            raise TypeError(f"{type(answer).__name__} is not what the engine answers for {part}")
         return True
+
+
+def in_order(entries: Iterable[ChangeEntry]) -> dict[str, ChangeEntry]:
+    """The rows of the changes view in their one order, however they came (a listing, an event, a
+    restart): the commits as git lists them, oldest first, then the held changes by the time they
+    were proposed (their id breaking ties)."""
+    listed = list(entries)
+    commits = [e for e in listed if e.pending_id is None]
+    held = sorted((e for e in listed if e.pending_id is not None), key=lambda e: (e.time or 0.0, e.key))
+    return {e.key: e for e in commits + held}
 
 
 def _trim(rows: dict[str, Any]) -> None:

@@ -22,7 +22,10 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, ProgressBar, Static
+from textual.worker import Worker
 
+from engine.protocol import calls
+from engine.protocol.calls import Call
 from engine.protocol.records import (
     ReplayProgress,
     ReplayResult,
@@ -33,17 +36,19 @@ from engine.protocol.records import (
 from engine.protocol.text import absence, grouped_by_failures, short_target, shorten
 
 from .client import EngineClient, EngineError
+from .help import HELP_KEY
+from .messages import pass_failure_up
 from .model import ChangeEntry
 
 CONTEXT = 160  # unchanged characters shown on each side of a change
 SEGMENT_STYLES = {"-": "bold red strike", "+": "bold green", "~": "dim italic"}
 
 
-def replay_route(change: ChangeEntry) -> str:
-    """Where a change's replays live in the API."""
+def start_replay(change: ChangeEntry) -> Call[ReplayResult]:
+    """The call that replays a change: a commit's and a held change's replays are different routes."""
     if change.pending_id:
-        return f"/v1/pending/{change.pending_id}/replay"
-    return f"/v1/changes/{change.key}/replay"
+        return calls.replay_pending(change.pending_id)
+    return calls.replay(change.key)
 
 
 # ---- drawing a result ------------------------------------------------------------------------------
@@ -184,9 +189,11 @@ class ReplayScreen(ModalScreen[None]):
     ReplayScreen #replay-buttons { height: 3; }
     ReplayScreen #replay-buttons Button { margin-right: 2; }
     """
+    TITLE = "replay of a change"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close", id="replay.close", tooltip="Close (a replay under way goes on)"),
         Binding("c", "cancel", "Cancel replay", id="replay.cancel", tooltip="Stop the replay under way"),
+        HELP_KEY,
     ]
 
     def __init__(self, client: Callable[[], EngineClient], change: ChangeEntry) -> None:
@@ -211,6 +218,9 @@ class ReplayScreen(ModalScreen[None]):
     def on_mount(self) -> None:
         self.start()
 
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        pass_failure_up(self, event)
+
     @property
     def running(self) -> bool:
         return self.result is None or self.result.state == "running"
@@ -220,12 +230,12 @@ class ReplayScreen(ModalScreen[None]):
             return True if self.running else None
         return True
 
-    @work(exclusive=True, group="replay-start", exit_on_error=False)
+    @work(exclusive=True, group="replay-start", exit_on_error=False, name="start the replay")
     async def start(self) -> None:
-        started = ReplayResult.from_dict(await self._client().post(replay_route(self.change), {}))
+        started = await self._client().send(start_replay(self.change))
         self.replay_id = started.id
         # It may have ended before its id came back: ask once, events do the rest.
-        self.show(ReplayResult.from_dict(await self._client().get(f"/v1/replays/{started.id}")))
+        self.show(await self._client().send(calls.replay_status(started.id)))
 
     def follow(self, record: ReplayProgress | ReplayResult) -> None:
         """A replay event from the engine's stream (the app passes each one on)."""
@@ -237,9 +247,9 @@ class ReplayScreen(ModalScreen[None]):
         elif self.replay_id is not None:
             self.fetch(record.id)
 
-    @work(exclusive=True, group="replay-fetch", exit_on_error=False)
+    @work(exclusive=True, group="replay-fetch", exit_on_error=False, name="load the replay's result")
     async def fetch(self, replay_id: str) -> None:
-        self.show(ReplayResult.from_dict(await self._client().get(f"/v1/replays/{replay_id}")))
+        self.show(await self._client().send(calls.replay_status(replay_id)))
 
     def show(self, result: ReplayResult) -> None:
         if self.result is not None and self.result.state != "running" and result.state == "running":
@@ -273,10 +283,10 @@ class ReplayScreen(ModalScreen[None]):
         if self.running and self.replay_id is not None:
             self.cancel_replay(self.replay_id)
 
-    @work(group="replay-cancel", exit_on_error=False)
+    @work(group="replay-cancel", exit_on_error=False, name="cancel the replay")
     async def cancel_replay(self, replay_id: str) -> None:
         try:
-            await self._client().post(f"/v1/replays/{replay_id}/cancel")
+            await self._client().send(calls.replay_cancel(replay_id))
         except EngineError as exc:  # it ended meanwhile
             self.notify(str(exc), timeout=5)
             return

@@ -4,6 +4,7 @@ stage's result."""
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,9 +17,11 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Select, SelectionList, Static, TextArea
 from textual.widgets.selection_list import Selection
 
+from engine.protocol.records import Impact, SessionInfo
 from engine.protocol.stages import ROWS
 
 from .format import MORE_LIMIT, clean
+from .help import HELP_KEY
 
 # The input each stage starts with in the "run a stage by hand" dialog (StageFacts.template).
 STAGE_TEMPLATES: dict[str, dict[str, Any]] = {
@@ -30,13 +33,21 @@ STAGES = tuple(STAGE_TEMPLATES)  # the stages an operator can run by hand, in me
 
 # In a dialog without a field to type into, q quits the console as everywhere else; in one with a
 # field (a reason, a stage's input), q is a letter and escape closes the dialog first.
-QUIT = Binding("q", "app.quit", "Quit", show=False)
+QUIT = Binding("q", "app.quit", "Quit", show=False, tooltip="Close the console (the engine keeps running)")
+# `?` lists a dialog's keys (where a text field has the focus, `?` is a character, as `q` is).
+HELP = HELP_KEY
 
 
 class ConfirmScreen(ModalScreen[bool]):
     """Yes or no for a destructive action."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("y", "confirm", "Yes"), QUIT]
+    TITLE = "a question before acting"
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", tooltip="Do nothing and close"),
+        Binding("y", "confirm", "Yes", tooltip="Do it"),
+        QUIT,
+        HELP,
+    ]
 
     def __init__(self, question: str, detail: str = "") -> None:
         super().__init__()
@@ -72,7 +83,9 @@ def hard_wrap(text: str, width: int = 1000) -> str:
 class MoreScreen(ModalScreen[None]):
     """A long value in full (up to a bound), scrollable."""
 
-    BINDINGS = [Binding("escape,m", "close", "Close"), QUIT]
+    TITLE = "a value in full"
+    HELP_NOTE = "The arrows, pageup/pagedown and home/end scroll the text; it can be selected and copied."
+    BINDINGS = [Binding("escape,m", "close", "Close", tooltip="Close and go back"), QUIT, HELP]
 
     def __init__(self, title: str, text: str) -> None:
         super().__init__()
@@ -87,7 +100,9 @@ class MoreScreen(ModalScreen[None]):
             if rest:
                 label += f" (first {len(shown):,} shown; the whole record is in the engine's journal)"
             yield Label(label)
-            yield TextArea(hard_wrap(clean(shown)), read_only=True, soft_wrap=False, id="more-text")
+            # Wrapped at the window's width (a line cut there would hide its end); `hard_wrap` bounds
+            # the lines first, since a TextArea with one huge line freezes the screen.
+            yield TextArea(hard_wrap(clean(shown)), read_only=True, soft_wrap=True, id="more-text")
             yield Button("Close", id="close")
 
     @on(Button.Pressed, "#close")
@@ -98,7 +113,13 @@ class MoreScreen(ModalScreen[None]):
 class StageScreen(ModalScreen[dict[str, Any] | None]):
     """Run a stage by hand: pick the stage, edit its input, optionally bind a session."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("ctrl+r", "run", "Run")]
+    TITLE = "run a stage by hand"
+    HELP_NOTE = "tab moves between the stage, the session and the input; type in the fields as usual."
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", tooltip="Close without running anything"),
+        Binding("ctrl+r", "run", "Run", tooltip="Dispatch the stage to every hook with this input"),
+        HELP,
+    ]
 
     def __init__(self, stage: str = "mutate_request") -> None:
         super().__init__()
@@ -142,7 +163,8 @@ class StageScreen(ModalScreen[dict[str, Any] | None]):
 class ResultScreen(ModalScreen[None]):
     """What a stage run by hand produced: a summary line and the merged output."""
 
-    BINDINGS = [Binding("escape", "close", "Close"), QUIT]
+    TITLE = "a stage's result"
+    BINDINGS = [Binding("escape", "close", "Close", tooltip="Close and go back"), QUIT, HELP]
 
     def __init__(self, title: str, text: str) -> None:
         super().__init__()
@@ -165,7 +187,9 @@ class RejectScreen(ModalScreen[str | None]):
     """Reject a change held for review, with a reason the agent is told."""
 
     AUTO_FOCUS = "#reason"
-    BINDINGS = [Binding("escape", "cancel", "Cancel")]
+    TITLE = "reject a held change"
+    HELP_NOTE = "Type the reason (optional; the agent is told it); enter rejects."
+    BINDINGS = [Binding("escape", "cancel", "Cancel", tooltip="Close and reject nothing"), HELP]
 
     def __init__(self, subject: str) -> None:
         super().__init__()
@@ -203,23 +227,32 @@ class RevertScreen(ModalScreen[RevertChoice | None]):
     """Revert a change: what it touches (the sessions still sending a prompt composed under it, the
     later changes to the same files), and what to do about them."""
 
-    BINDINGS = [Binding("escape", "cancel", "Cancel"), Binding("y", "confirm", "Revert"), QUIT]
+    TITLE = "revert a change"
+    HELP_NOTE = "space checks or unchecks the selected session or the box; tab moves between them."
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", tooltip="Close and revert nothing"),
+        Binding("y", "confirm", "Revert", tooltip="Revert, refreshing the checked sessions"),
+        QUIT,
+        HELP,
+    ]
 
-    def __init__(self, question: str, files: list[str], impact: dict[str, Any], namer: Any) -> None:
+    def __init__(
+        self, question: str, files: list[str], impact: Impact, namer: Callable[[str | None], str]
+    ) -> None:
         super().__init__()
         self.question = question
         self.files = files
         self.impact = impact
         self.namer = namer
 
-    def _selection(self, session: dict[str, Any]) -> Selection[str]:
-        sid = str(session["id"])
-        return Selection(f"{self.namer(sid)}  ({sid}, agent {session.get('agent') or '-'})", sid, True)
+    def _selection(self, session: SessionInfo) -> Selection[str]:
+        sid = session.id
+        return Selection(f"{self.namer(sid)}  ({sid}, agent {session.agent or '-'})", sid, True)
 
     def _refresh_text(self, together: bool) -> Text:
-        count = len(self.impact.get("sessions") or [])
+        count = len(self.impact.sessions)
         if together:
-            count += len(self.impact.get("later_sessions") or [])
+            count += len(self.impact.later_sessions)
         if not count:
             return Text("No session froze its system prompt while this version was installed.")
         versions = "this version or a later one reverted with it" if together else "this version"
@@ -229,8 +262,8 @@ class RevertScreen(ModalScreen[RevertChoice | None]):
         )
 
     def compose(self) -> ComposeResult:
-        sessions = self.impact.get("sessions") or []
-        later = self.impact.get("later") or []
+        sessions = self.impact.sessions
+        later = self.impact.later
         with Vertical(id="dialog", classes="tall"):
             yield Label(self.question, id="question")
             yield Static(
@@ -264,8 +297,8 @@ class RevertScreen(ModalScreen[RevertChoice | None]):
         """Reverting the later changes too also touches the sessions frozen under them: list them
         (checked), or take them off the list again."""
         listed = self.query_one("#refresh", SelectionList)
-        for session in self.impact.get("later_sessions") or []:
-            sid = str(session["id"])
+        for session in self.impact.later_sessions:
+            sid = session.id
             shown = [i for i in range(listed.option_count) if listed.get_option_at_index(i).value == sid]
             if event.value and not shown:
                 listed.add_option(self._selection(session))

@@ -52,13 +52,13 @@ WIDTHS = {
     "title": Width(16, 10, grow=1),
     "agent": Width(8, 6),
     "model": Width(16, 8),
-    "prompt": Width(11, 8),
+    "prompt": Width(11, 8),  # "123,456 ch", "not frozen"
     "notes": Width(5, 5),  # a count
     "state": Width(5, 5),
     "tokens": Width(7, 6),
-    "origin": Width(9, 6),
-    "change": Width(26, 10, grow=2),
-    "files": Width(14, 0, grow=1),
+    "origin": Width(12, 6),  # "agent (held)"
+    "change": Width(24, 10, grow=2),
+    "files": Width(20, 0, grow=1),  # "config/evolve.jsonc", "prompts/heartbeat.md"
     "review": Width(19, 9),
     "tool": Width(18, 10, grow=1),
     "result": Width(9, 7),
@@ -91,23 +91,38 @@ def fit(widths: list[Width], available: int) -> list[int]:
             last = max(i for i, w in enumerate(widths) if w.grow)
             shown[last] += spare - given  # the remainder of the integer shares
     elif spare < 0:
+        # The columns of free text (those that grow: a change's subject, a session's title) give
+        # way first, so that short fixed words (an origin, a review state) stay whole; then all.
         missing = -spare
-        slack = [w.preferred - (w.minimum or SHOWN_AT_LEAST) for w in widths]
-        total = sum(slack)
-        if total:
-            for i in range(len(widths)):
-                cut = min(slack[i], -(-missing * slack[i] // total))  # rounded up: never short
-                shown[i] -= cut
-            # What rounding up took too much goes back to the columns that grow.
-            extra = sum(w.preferred for w in widths) - sum(shown) - min(missing, total)
-            for i, w in enumerate(widths):
-                if extra <= 0:
-                    break
-                if w.grow and shown[i] < w.preferred:
-                    back = min(extra, w.preferred - shown[i])
-                    shown[i] += back
-                    extra -= back
+        for group in ([i for i, w in enumerate(widths) if w.grow], list(range(len(widths)))):
+            if missing > 0:
+                missing -= _narrow(shown, widths, group, missing)
     return shown
+
+
+def _narrow(shown: list[int], widths: list[Width], group: list[int], missing: int) -> int:
+    """Narrow the columns `group` of `shown` towards their minimum, each by its share of their room
+    to give, by up to `missing` cells in all; the cells taken."""
+    slack = {i: shown[i] - (widths[i].minimum or SHOWN_AT_LEAST) for i in group}
+    room = sum(slack.values())
+    if room <= 0:
+        return 0
+    taken = 0
+    for i in group:
+        cut = min(slack[i], -(-missing * slack[i] // room))  # rounded up: never short
+        shown[i] -= cut
+        taken += cut
+    # What rounding up took too much goes back to the columns that grow.
+    extra = taken - missing
+    for i in group:
+        if extra <= 0:
+            break
+        if widths[i].grow and shown[i] < widths[i].preferred:
+            back = min(extra, widths[i].preferred - shown[i])
+            shown[i] += back
+            extra -= back
+            taken -= back
+    return taken
 
 
 class KeyedTable(LineView, can_focus=True):
@@ -186,6 +201,11 @@ class KeyedTable(LineView, can_focus=True):
         self._update_size()
 
     # ---- the rows -------------------------------------------------------------------------------
+
+    @property
+    def preferred_width(self) -> int:
+        """The width at which every column has its preferred width (blanks and scrollbar included)."""
+        return sum(w.preferred for w in self.wanted) + len(self.wanted) + 1 + 1
 
     @property
     def rows(self) -> dict[str, list[Any]]:

@@ -15,7 +15,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 
-from engine.protocol import HookRun, SessionInfo, StageResult, ToolCall
+from engine.protocol import HookRun, SessionInfo, StageResult, ToolCall, calls
 from engine.protocol.records import Provenance
 from engine.protocol.stages import ROWS
 
@@ -23,6 +23,7 @@ from .client import EngineClient, EngineError
 from .describe import evidence_text, message_lines
 from .detail import DetailPane, Part
 from .format import as_json, clock_time, date_time, duration
+from .help import HELP_KEY
 from .keybar import KeyBar
 from .model import ChangeEntry
 from .table import KeyedTable
@@ -45,23 +46,14 @@ async def load_turn(client: EngineClient, change: ChangeEntry) -> Turn | None:
     session = change.session
     if not session:
         return None
-    calls = [
-        ToolCall.from_dict(c)
-        for c in (await client.get("/v1/tool-calls", session=session, limit=500))["tool_calls"]
-    ]
-    runs = [
-        HookRun.from_dict(r)
-        for r in reversed((await client.get("/v1/runs", session=session, limit=1000))["runs"])
-    ]
-    dispatches = [
-        StageResult.from_dict(d)
-        for d in (await client.get("/v1/dispatches", session=session, limit=1000))["dispatches"]
-    ]
+    made = (await client.send(calls.tool_calls(session=session, limit=500))).tool_calls
+    runs = list(reversed((await client.send(calls.runs(session=session, limit=1000))).runs))
+    dispatches = (await client.send(calls.dispatches(session=session, limit=1000))).dispatches
     try:
-        info: SessionInfo | None = SessionInfo.from_dict(await client.get(f"/v1/sessions/{session}"))
+        info: SessionInfo | None = await client.send(calls.session(session))
     except EngineError:
         info = None
-    return assemble_turn(change, calls, runs, dispatches, info)
+    return assemble_turn(change, made, runs, dispatches, info)
 
 
 def assemble_turn(
@@ -127,16 +119,22 @@ class TurnScreen(ModalScreen[tuple[str, str] | None]):
     """Dismissed with ("run", run id), ("session", session id), or None (escape). Modal: the keys
     of the views behind it do not apply here."""
 
+    TITLE = "the turn that made a change"
+    HELP_NOTE = "The arrows move through the turn's hook runs; tab moves to the detail, which scrolls."
     BINDINGS = [
         Binding("escape", "back", "Back", tooltip="Back to the change"),
         Binding("o", "open_session", "Session", tooltip="Open the session in view 3"),
         Binding("enter", "open_run", "Run", tooltip="Open the selected hook run in view 1"),
-        Binding("q", "app.quit", "Quit", show=False),
+        Binding("q", "app.quit", "Quit", show=False, tooltip="Close the console (the engine keeps running)"),
+        HELP_KEY,
     ]
 
-    def __init__(self, turn: Turn) -> None:
+    def __init__(self, turn: Turn, run: str | None = None) -> None:
+        """`run`: the hook run selected when the screen opens (where it was left, coming back)."""
         super().__init__()
         self.turn = turn
+        self.run = run
+        self.left_at: str | None = None  # the hook run selected when it was left for another view
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="split"):
@@ -172,7 +170,10 @@ class TurnScreen(ModalScreen[tuple[str, str] | None]):
             ]
         )
         self.query_one("#turn-detail", DetailPane).show(self._head(), self._parts())
-        self.query_one("#turn-runs", KeyedTable).focus()
+        table = self.query_one("#turn-runs", KeyedTable)
+        if self.run is not None and self.run in table.rows:
+            table.move_cursor(row=table.get_row_index(self.run))
+        table.focus()
 
     def _head(self) -> Text:
         change = self.turn.change
@@ -230,6 +231,7 @@ class TurnScreen(ModalScreen[tuple[str, str] | None]):
     def action_open_session(self) -> None:
         sid = self.turn.change.session
         if sid:
+            self.left_at = self.query_one("#turn-runs", KeyedTable).selected_key()
             self.dismiss(("session", sid))
         else:
             self.notify("this change was not made in a session", severity="warning", timeout=4)
@@ -237,6 +239,7 @@ class TurnScreen(ModalScreen[tuple[str, str] | None]):
     def action_open_run(self) -> None:
         key = self.query_one("#turn-runs", KeyedTable).selected_key()
         if key:
+            self.left_at = key
             self.dismiss(("run", key))
 
     @on(KeyedTable.RowHighlighted, "#turn-runs")

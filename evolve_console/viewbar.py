@@ -6,25 +6,25 @@ from __future__ import annotations
 from typing import ClassVar
 
 from rich.text import Text
-from textual import events
 from textual.message import Message
 from textual.reactive import reactive
-from textual.widget import Widget
+
+from .wrapbar import WrapBar
 
 
-class ViewBar(Widget, can_focus=False):
-    """The views as one line of labels ("1 Hook runs  2 Stage results  …"), the shown one marked.
-    A click on a label posts `ViewBar.Selected` with its view.
+class ViewBar(WrapBar):
+    """The views as a line of labels ("1 Hook runs  2 Stage results  …"), the shown one marked,
+    wrapped onto a second line when they do not fit. A click on a label posts `ViewBar.Selected`
+    with its view.
 
-    One line of text rather than Textual's tabs: switching views then restyles nothing but this
-    line, and the screen has four fewer levels of containers to lay out and draw.
+    Text rather than Textual's tabs: switching views then restyles nothing but this line, and the
+    screen has four fewer levels of containers to lay out and draw.
     """
 
-    ALLOW_SELECT = False
     COMPONENT_CLASSES: ClassVar[set[str]] = {"viewbar--view", "viewbar--shown", "viewbar--badge"}
     DEFAULT_CSS = """
     ViewBar {
-        height: 1;
+        height: auto;
         background: $panel;
         & > .viewbar--view { color: $text-muted; }
         & > .viewbar--shown { color: $text; background: $primary 40%; text-style: bold; }
@@ -32,6 +32,7 @@ class ViewBar(Widget, can_focus=False):
     }
     """
 
+    # The marked label is as wide as the others: a new view shown never changes the lines.
     shown: reactive[str] = reactive("", layout=False)
 
     class Selected(Message):
@@ -47,33 +48,28 @@ class ViewBar(Widget, can_focus=False):
         self.views = views
         self.set_reactive(ViewBar.shown, shown)
         self.badges: dict[str, str] = {}  # view -> what waits there for the operator ("2 pending")
-        self._spans: list[tuple[int, int, str]] = []  # (start x, end x, view)
 
     def set_badges(self, badges: dict[str, str]) -> None:
         """What waits in each view, shown beside its label; repaints only when it changed."""
         if badges != self.badges:
             self.badges = dict(badges)
-            self.refresh()
+            self.changed()
 
-    def render(self) -> Text:
+    def items(self) -> list[Text]:
         normal = self.get_component_rich_style("viewbar--view")
         marked = self.get_component_rich_style("viewbar--shown")
         badge = self.get_component_rich_style("viewbar--badge")
-        text = Text(no_wrap=True, overflow="ellipsis")
-        self._spans = []
+        items = []
         for view, key, label in self.views:
-            text.append(" ")
-            start = text.cell_len
             style = marked if view == self.shown else normal
-            text.append(f" {key} {label}", style=style)
+            item = Text(" ")
+            item.append(f" {key} {label}", style=style)
             if self.badges.get(view):
-                text.append(f" {self.badges[view]}", style=style + badge)
-            text.append(" ", style=style)
-            self._spans.append((start, text.cell_len, view))
-        return text
+                item.append(f" {self.badges[view]}", style=style + badge)
+            item.append(" ", style=style)
+            items.append(item)
+        return items
 
-    def on_click(self, event: events.Click) -> None:
+    def clicked(self, index: int) -> None:
         # Not a simulated key press: a focused filter field would take the digit.
-        for start, end, view in self._spans:
-            if start <= event.x < end:
-                self.post_message(self.Selected(view))
+        self.post_message(self.Selected(self.views[index][0]))

@@ -16,10 +16,11 @@ from textual import on
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.widget import Widget
+from textual.worker import Worker
 
 from ..agent import Agent
 from ..detail import DetailPane
-from ..messages import OpenSession
+from ..messages import OpenSession, pass_failure_up
 from ..model import ChangeEntry, ConsoleModel, Part, Update
 from ..palette import Command
 from ..screens import MoreScreen
@@ -96,15 +97,27 @@ class View(Vertical):
 
     # ---- its keys ------------------------------------------------------------------------------
 
+    # The view's keys that need the engine to answer (a command, or a fetch of what they show):
+    # dimmed while it does not.
+    ENGINE_KEYS: ClassVar[frozenset[str]] = frozenset()
+
     @classmethod
-    def key_state(cls, action: str, change: ChangeEntry | None) -> bool | None:
+    def key_state(cls, action: str, change: ChangeEntry | None, connected: bool = True) -> bool | None:
         """As Textual's `check_action`, for one of the view's own keys: True, it acts; None, it is
-        shown dimmed (nothing here for it to act on). `change`: the change selected in the view,
-        if it selects changes. Pure, so that `keys.applies` answers for every view."""
-        return True
+        shown dimmed (nothing here for it to act on, or the engine it needs does not answer).
+        `change`: the change selected in the view, if it selects changes; `connected`: whether the
+        engine answers. Pure, so that `keys.applies` answers for every view."""
+        return None if action in cls.ENGINE_KEYS and not connected else True
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return self.key_state(action, None)
+        return self.key_state(action, None, self.model.connected)
+
+    def connection_changed(self) -> None:
+        """The engine started or stopped answering: keys and buttons that need it follow."""
+        self.refresh_bindings()
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        pass_failure_up(self, event)
 
 
 class TableView(View):
@@ -138,9 +151,12 @@ class TableView(View):
         return True
 
     def show_rows(self, rows: list[tuple[str, list[Any]]]) -> None:
-        """All rows of the table anew, moving none that stays (a reload of sessions or changes)."""
+        """All rows of the table anew, in the order given (a reload of sessions or changes, a
+        filter): rows that stay and keep their place are updated where they are, new ones added
+        after them; when the order differs (a row gone, or one to put between others), the table
+        is drawn anew in that order, its selected row kept."""
         table = self.table
-        if set(table.rows) - {key for key, _ in rows}:
+        if table.keys() != [key for key, _ in rows][: table.row_count]:
             table.replace_all(rows)
         else:
             table.upsert(rows)

@@ -8,6 +8,7 @@ from collections.abc import Callable
 
 from rich.text import Text
 from textual import work
+from textual.worker import Worker
 
 from ..agent import Agent
 from ..changesource import WholeFile, change_diff, latest_replay, whole_file
@@ -17,6 +18,7 @@ from ..diffmodel import FileDiff
 from ..diffprepare import Prepared
 from ..diffview import DiffView
 from ..format import as_json, date_time, preview
+from ..messages import pass_failure_up
 from ..model import ChangeEntry
 from ..replay import replay_line
 
@@ -48,10 +50,28 @@ class ChangeDetail(DiffView):
         super().__init__("select a change", id=id, classes=classes)
         self.agent = agent
         self.shown_key: str | None = None  # the change whose diff is shown
+        self.entry: ChangeEntry | None = None  # the row shown (or being loaded), as it was then
 
-    @work(exclusive=True, group="change-detail", exit_on_error=False)
-    async def load_change(self, change: ChangeEntry) -> None:
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        pass_failure_up(self, event)
+
+    def follow(self, change: ChangeEntry | None, nothing: str) -> None:
+        """Show the selected row `change` as it is now: load it when another row, or this row
+        changed (its review state, its note); `nothing` when no row is selected."""
+        if change is None:
+            if self.entry is not None or self.head.plain != nothing:
+                self.entry, self.shown_key = None, None
+                self.show(Text(nothing, style="dim"), "", empty="")
+        elif change != self.entry:
+            self.load_change(change)
+
+    def load_change(self, change: ChangeEntry) -> None:
         """Fetch the change's latest replay and its diff, and show them."""
+        self.entry = change
+        self._load(change)
+
+    @work(exclusive=True, group="change-detail", exit_on_error=False, name="load the change")
+    async def _load(self, change: ChangeEntry) -> None:
         client = self.agent.client
         extra = replay_line(await latest_replay(client, change))
         prepared, truncated = await change_diff(client, change)
@@ -137,7 +157,7 @@ class ChangeDetail(DiffView):
         else:
             self.load_whole_file(change, file)
 
-    @work(exclusive=True, group="change-file", exit_on_error=False)
+    @work(exclusive=True, group="change-file", exit_on_error=False, name="load the whole file")
     async def load_whole_file(self, change: ChangeEntry, file: FileDiff) -> None:
         self.show_file(change.key, file, await whole_file(self.agent.client, change, file))
 

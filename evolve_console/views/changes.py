@@ -20,13 +20,13 @@ from .. import decisions
 from ..agent import Agent
 from ..difflayout import MIN_SPLIT
 from ..format import clock_time
-from ..messages import Go, Reload, Toast
+from ..messages import COMMAND_GROUP, Go, Reload, Toast
 from ..model import ChangeEntry, ConsoleModel, Part, Update
 from ..palette import Command
 from ..replay import ReplayScreen
 from ..screens import ConfirmScreen, RejectScreen, RevertChoice, RevertScreen
 from ..table import KeyedTable
-from ..turn import TurnScreen, load_turn
+from ..turn import Turn, TurnScreen, load_turn
 from .base import FOLLOW, OPEN, TableView
 from .changedetail import ChangeDetail, state_text
 
@@ -39,6 +39,7 @@ ORIGIN_STYLES = {
     "hook": "blue",
 }
 DECISIONS = ("approve", "revert", "reject")  # the keys its buttons mirror
+DIFF_WIDTH = 70  # columns the diff keeps beside the table when the table could use them
 
 
 def change_row(c: ChangeEntry) -> tuple[str, list[Any]]:
@@ -161,12 +162,26 @@ class ChangesView(TableView):
     def detail(self) -> ChangeDetail:
         return self.query_one(ChangeDetail)
 
+    def on_resize(self) -> None:
+        # The table takes what its columns need to be read whole (origin, files, review), as long as
+        # the diff keeps DIFF_WIDTH columns beside it; in a narrow terminal, two fifths of the view.
+        width = self.size.width
+        if width:
+            self.table.styles.width = max(2 * width // 5, min(width - DIFF_WIDTH, self.table.preferred_width))
+
     # ---- drawing and the selected change -------------------------------------------------------
 
     def draw(self, part: Part) -> None:
         shown = [c for c in self.model.changes.values() if c.needs_review or not self.needs_review_only]
         self.show_rows([change_row(c) for c in shown])
         self.refresh_decisions()
+        self.follow_selection()
+
+    def follow_selection(self) -> None:
+        """The detail shows the selected row as it is now: another row when the selected one left
+        the table, nothing when none is left."""
+        nothing = "nothing needs review (n: every change)" if self.needs_review_only else "no change"
+        self.detail.follow(self.selected_change(), nothing)
 
     def apply(self, update: Update) -> None:
         super().apply(update)
@@ -179,7 +194,7 @@ class ChangesView(TableView):
     def highlighted(self, key: str) -> None:
         self.refresh_decisions()
         change = self.model.changes.get(key)
-        if change is not None:
+        if change is not None and change != self.detail.entry:
             self.detail.load_change(change)
 
     def selected_change(self) -> ChangeEntry | None:
@@ -193,8 +208,12 @@ class ChangesView(TableView):
 
     # ---- which keys act ------------------------------------------------------------------------
 
+    ENGINE_KEYS = frozenset({"approve", "revert", "reject", "replay", "diff_file", "open"})
+
     @classmethod
-    def key_state(cls, action: str, change: ChangeEntry | None) -> bool | None:
+    def key_state(cls, action: str, change: ChangeEntry | None, connected: bool = True) -> bool | None:
+        if action in cls.ENGINE_KEYS and not connected:
+            return None
         if action == "diff_file":
             return change is not None or None
         if action in ("approve", "revert", "reject", "replay"):
@@ -209,7 +228,10 @@ class ChangesView(TableView):
         return True
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        return self.key_state(action, self.selected_change())
+        return self.key_state(action, self.selected_change(), self.model.connected)
+
+    def connection_changed(self) -> None:
+        self.refresh_decisions()
 
     def refresh_decisions(self) -> None:
         """The keys of the selected change, and its buttons, which mirror them."""
@@ -235,7 +257,7 @@ class ChangesView(TableView):
 
         self.app.push_screen(ConfirmScreen(*question), confirmed)
 
-    @work(group="actions", exit_on_error=False)
+    @work(group=COMMAND_GROUP, exit_on_error=False, name="approve the change")
     async def approve_change(self, change: ChangeEntry) -> None:
         self.notify(await decisions.approve(self.agent.client, change), timeout=5)
         self.post_message(Reload(Part.CHANGES))
@@ -246,7 +268,7 @@ class ChangesView(TableView):
         if change is not None and change.revertible:
             self.ask_revert(change)
 
-    @work(group="actions", exit_on_error=False)
+    @work(group="lookups", exit_on_error=False, name="read what reverting the change touches")
     async def ask_revert(self, change: ChangeEntry) -> None:
         impact = await decisions.revert_impact(self.agent.client, change)
 
@@ -257,7 +279,7 @@ class ChangesView(TableView):
         question = decisions.revert_question(change)
         self.app.push_screen(RevertScreen(question, change.files, impact, self.agent.name_session), chosen)
 
-    @work(group="actions", exit_on_error=False)
+    @work(group=COMMAND_GROUP, exit_on_error=False, name="revert the change")
     async def revert_change(self, change: ChangeEntry, choice: RevertChoice) -> None:
         outcome = await decisions.revert(self.agent.client, change, choice)
         if outcome.refused:
@@ -278,7 +300,7 @@ class ChangesView(TableView):
 
         self.app.push_screen(RejectScreen(change.subject), reason)
 
-    @work(group="actions", exit_on_error=False)
+    @work(group=COMMAND_GROUP, exit_on_error=False, name="reject the change")
     async def reject_change(self, change: ChangeEntry, reason: str) -> None:
         self.notify(await decisions.reject(self.agent.client, change, reason), timeout=5)
         self.post_message(Reload(Part.CHANGES))
@@ -291,19 +313,26 @@ class ChangesView(TableView):
         if change is not None:
             self.open_turn(change)
 
-    @work(group="actions", exit_on_error=False)
+    @work(group="lookups", exit_on_error=False, name="load the turn that made the change")
     async def open_turn(self, change: ChangeEntry) -> None:
         """The turn that made a change: its call, its hook runs, its session, on a screen."""
         turn = await load_turn(self.agent.client, change)
         if turn is None:
             self.post_message(Toast("this change was not made by the agent in a session", "warning", 5))
             return
+        self.show_turn(turn)
+
+    def show_turn(self, turn: Turn, run: str | None = None) -> None:
+        """The turn's screen, at the hook run `run`. Enter on a run (or `o`) goes to it in view 1
+        (or to the session in view 3); escape from there comes back to this screen as it was."""
+        screen = TurnScreen(turn, run)
 
         def done(where: tuple[str, str] | None) -> None:
             if where is not None:
-                self.post_message(Go("runs" if where[0] == "run" else "sessions", where[1]))
+                view = "runs" if where[0] == "run" else "sessions"
+                self.post_message(Go(view, where[1], back=lambda: self.show_turn(turn, screen.left_at)))
 
-        self.app.push_screen(TurnScreen(turn), done)
+        self.app.push_screen(screen, done)
 
     def action_replay(self) -> None:
         change = self.selected_change()

@@ -16,7 +16,7 @@ from engine.protocol import HeartbeatStatus
 
 from .. import controls
 from ..format import as_json, clock_time, countdown, date_time, duration, session_label, short
-from ..messages import Reload, Toast
+from ..messages import COMMAND_GROUP, Reload, Toast
 from ..model import Part
 from ..screens import MoreScreen
 from ..section import Section
@@ -108,6 +108,8 @@ class HeartbeatView(View, can_focus=True):
             self.query_one("#hb-last", Section).show("", empty="(no tick yet)")
         self.query_one("#hb-pause", Button).display = not paused
         self.query_one("#hb-resume", Button).display = bool(paused)
+        for button in self.query("#heartbeat-actions Button").results(Button):
+            button.disabled = as_of is not None  # they need the engine, as f and p do
 
     def _gauge(self, name: str, value: int | None, threshold: int | None, label: str) -> None:
         bar = self.query_one(f"#hb-{name}", ProgressBar)
@@ -153,13 +155,13 @@ class HeartbeatView(View, can_focus=True):
     def pause_or_resume(self) -> None:
         self.toggle_pause()
 
-    @work(group="actions", exit_on_error=False)
+    @work(group=COMMAND_GROUP, exit_on_error=False, name="fire the heartbeat")
     async def fire_heartbeat(self) -> None:
         said, severity = await controls.fire(self.agent.client)
         self.post_message(Toast(said, "information" if severity == "information" else "warning"))
         self.post_message(Reload(Part.HEARTBEAT))
 
-    @work(group="actions", exit_on_error=False)
+    @work(group=COMMAND_GROUP, exit_on_error=False, name="pause or resume the heartbeat")
     async def toggle_pause(self) -> None:
         model = self.model
         paused = bool(model.heartbeat and model.heartbeat.paused)

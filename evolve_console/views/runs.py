@@ -47,6 +47,7 @@ class RunsView(TableView):
         Binding("x", "toggle_failures", "Failures", id="runs.failures", tooltip="Show only failed runs"),
         MORE,
     ]
+    ENGINE_KEYS = frozenset({"toggle_failures"})  # reloads the runs
     COMMANDS = (
         Command("runs: follow new runs", "follow", "jump to the newest run and keep following"),
         Command("runs: failures only", "toggle_failures", "show only failed hook runs"),
@@ -163,7 +164,7 @@ class RunsView(TableView):
         self.render_counts()
         self.load_run(key)
 
-    @work(exclusive=True, group="run-detail", exit_on_error=False)
+    @work(exclusive=True, group="run-detail", exit_on_error=False, name="load the hook run")
     async def load_run(self, run_id: str) -> None:
         await asyncio.sleep(0.05)  # cursor moving fast: only the row it stops on is fetched
         run = await self.agent.run(run_id)

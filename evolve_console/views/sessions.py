@@ -66,7 +66,9 @@ class SessionsView(TableView):
             s.agent or "-",
             Text("busy", style="bold yellow") if s.busy else Text("idle", style="dim"),
             f"{s.tokens:,}" if s.tokens is not None else "-",
-            f"{sum(len(x) for x in system):,} ch" if system else Text("opencode's", style="dim"),
+            # The frozen prompt's size; without one, the next request composes it (it is opencode's
+            # own only when no hook gives one, which the console cannot know).
+            f"{sum(len(x) for x in system):,} ch" if system else Text("not frozen", style="dim"),
             str(len(s.notifications)),
         ]
 
@@ -108,7 +110,10 @@ class SessionsView(TableView):
                     "system",
                     f"system prompt, exactly as sent ({size(system)})",
                     system,
-                    empty="(not frozen: opencode's own prompt is used)",
+                    empty=(
+                        "(not frozen: its next request composes it from the hooks, "
+                        "or uses opencode's own prompt when no hook gives one)"
+                    ),
                 ),
                 Part("tools", f"tools offered ({len(tools)})", offered),
                 Part(
@@ -134,7 +139,7 @@ class SessionsView(TableView):
     def highlighted(self, key: str) -> None:
         self.load_session(key)
 
-    @work(exclusive=True, group="session-detail", exit_on_error=False)
+    @work(exclusive=True, group="session-detail", exit_on_error=False, name="load the session")
     async def load_session(self, session_id: str) -> None:
         session = await self.agent.session(session_id)
         self.session = session

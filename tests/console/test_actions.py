@@ -266,7 +266,7 @@ def test_conflicting_revert_is_refused_once_naming_the_later_change(engine: Engi
         screen = await wait_until(
             pilot, lambda: app.screen if isinstance(app.screen, RevertScreen) else None, "the revert dialog"
         )
-        assert [c["sha"] for c in screen.impact["later"]] == [second]
+        assert [c["sha"] for c in screen.impact.later] == [second]
         assert screen.query_one("#together", Checkbox).value is False
         await pilot.press("y")
         refused = await wait_until(

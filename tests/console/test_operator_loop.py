@@ -514,8 +514,9 @@ def test_enter_on_a_change_opens_its_turn_with_its_runs_and_leads_to_a_run_or_th
         assert "→ tool evolve_prompt_edit (completed)" in detail.bodies["history"]
         assert "Later words." not in detail.bodies["history"], "the session up to the call, not after it"
 
-        # enter on a run: view 1 with that run selected.
-        run = row_keys(runs)[-1]
+        # enter on a run: view 1 with that run selected. escape goes back one step at a time: to
+        # the turn screen, at that run, then to the change.
+        run = row_keys(runs)[1]
         await select_row(pilot, runs, run)
         await pilot.press("enter")
         await wait_until(
@@ -523,17 +524,44 @@ def test_enter_on_a_change_opens_its_turn_with_its_runs_and_leads_to_a_run_or_th
         )
         assert shown_in(app, "runs") == run
         await pilot.press("escape")
-        await wait_until(pilot, lambda: app.shown == "changes", "back to the changes")
-        assert shown_in(app, "changes") == sha
+        again = await open_dialog(pilot, TurnScreen, "the turn screen again, one step back")
+        assert again is not screen and again.query_one("#turn-runs", KeyedTable).selected_key() == run
+        assert app.shown == "changes" and shown_in(app, "changes") == sha, "the change under it"
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not isinstance(app.screen, TurnScreen), "the turn screen to close")
+        assert app.shown == "changes" and shown_in(app, "changes") == sha
 
-        # o: the session in view 3.
+        # Two steps on: the run, then its session; escape: the run, the turn, the change.
         await pilot.press("enter")
-        await open_dialog(pilot, TurnScreen, "the turn screen again")
+        screen = await open_dialog(pilot, TurnScreen, "the turn screen again")
+        await select_row(pilot, screen.query_one("#turn-runs", KeyedTable), run)
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.shown == "runs" and app.screen is not screen, "the run")
+        await wait_until(pilot, lambda: app.main.shown_view.selected_session() == session, "its session")
+        await pilot.press("enter")
+        await wait_until(pilot, lambda: app.shown == "sessions", "the run's session")
+        assert shown_in(app, "sessions") == session
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: app.shown == "runs", "back to the run")
+        assert shown_in(app, "runs") == run and not isinstance(app.screen, TurnScreen)
+        await pilot.press("escape")
+        again = await open_dialog(pilot, TurnScreen, "back to the turn screen")
+        assert again.query_one("#turn-runs", KeyedTable).selected_key() == run
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not isinstance(app.screen, TurnScreen), "the turn screen to close")
+        assert app.shown == "changes" and app.main.trail == [], "nothing left to go back to"
+
+        # o: the session in view 3; escape: the turn screen; escape: the change.
+        await pilot.press("enter")
+        await open_dialog(pilot, TurnScreen, "the turn screen once more")
         await pilot.press("o")
         await wait_until(pilot, lambda: app.shown == "sessions", "the sessions view")
         assert shown_in(app, "sessions") == session
         await pilot.press("escape")
-        await wait_until(pilot, lambda: app.shown == "changes", "back to the changes again")
+        await open_dialog(pilot, TurnScreen, "the turn screen, one step back from the session")
+        await pilot.press("escape")
+        await wait_until(pilot, lambda: not isinstance(app.screen, TurnScreen), "the turn screen to close")
+        assert app.shown == "changes" and shown_in(app, "changes") == sha
 
         # escape on the turn screen: back to the change.
         await pilot.press("enter")
@@ -912,6 +940,15 @@ def test_revert_refreshes_the_sessions_frozen_under_the_change_and_tells_its_aut
             lambda: any("1 session(s) refreshed" in n[2] for n in notifications(seen)),
             lambda: f"the notification (notifications: {notifications(seen)})",
         )
+        # The refreshed session's prompt is not frozen any more: its next request composes it anew
+        # (from the reverted files). It is not "opencode's": that is only so when no hook gives one.
+        sessions = table(app, "sessions")
+        await wait_until(
+            pilot,
+            lambda: cell_text(sessions, after, "prompt") == "not frozen",
+            lambda: f"the refreshed session's prompt column (shows {cell_text(sessions, after, 'prompt')!r})",
+        )
+        assert cell_text(sessions, author, "prompt").endswith(" ch"), "the author's prompt is still frozen"
 
     run_console(engine, scenario)
     revert = engine.head()

@@ -98,7 +98,7 @@ def test_reading_a_hook_edit_full_width_side_by_side_and_whole(engine: EnginePro
         # The changed word is marked inside the long line.
         word = view.get_component_rich_style("diff-view--added-word").bgcolor
         # The last row with the word: the head above the diff quotes the call's arguments too.
-        row = max(y for y, text in enumerate(rows(view)) if "newest" in text)
+        row = max(y for y, text in enumerate(all_rows(view)) if "newest" in text)
         view.scroll_to(0, row, animate=False, immediate=True)
         added = view.render_line(row - round(view.scroll_offset.y))
         view.scroll_to(0, 0, animate=False, immediate=True)

@@ -45,6 +45,7 @@ from evolve_console.app import EvolveConsole
 from evolve_console.client import Target
 from evolve_console.detail import DetailPane
 from evolve_console.diffview import DiffView
+from evolve_console.help import HelpScreen
 from evolve_console.table import KeyedTable
 from evolve_console.turn import TurnScreen
 from tests.console.conftest import connected, make_isolated_env, row_keys, select_row, settle, wait_until
@@ -758,6 +759,21 @@ def test_turn_screen_snapshot(fixed_engine: EngineProcess, tmp_path: Path) -> No
     text = " ".join(text_lines(svg))
     assert "the turn that made “edit prompt chat.md”" in text and "5 hook runs in that turn" in text, text
     assert_snapshot("turn", svg, tmp_path)
+
+
+def test_help_screen_snapshot(fixed_engine: EngineProcess, tmp_path: Path) -> None:
+    """`?` in the self-modifications view, on the held change: its keys with what each does."""
+
+    async def open_help(app: EvolveConsole, pilot: Pilot[Any]) -> None:
+        changes = app.query_one("#changes-table", KeyedTable)
+        await select_row(pilot, changes, "chg_0001")
+        await pilot.press("question_mark")
+        await wait_until(pilot, lambda: isinstance(app.screen, HelpScreen), "the list of keys")
+
+    svg = asyncio.run(screenshot(fixed_engine, "5", open_help))
+    text = " ".join(text_lines(svg))
+    assert "Keys in view 5, Self-modifications" in text and "Approve the selected change" in text, text
+    assert_snapshot("help", svg, tmp_path)
 
 
 def test_table_columns_fit_rows_drawn_early() -> None:

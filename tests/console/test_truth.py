@@ -8,14 +8,16 @@ import asyncio
 from pathlib import Path
 from typing import Any
 
+import httpx
 from textual.message import Message
 from textual.pilot import Pilot
 from textual.widgets import Input
 
 from evolve_console.app import EvolveConsole
-from evolve_console.client import EngineGone
+from evolve_console.client import EngineGone, why_unanswered
 from evolve_console.detail import DetailPane
-from evolve_console.screens import MoreScreen, RevertScreen, StageScreen
+from evolve_console.diffview import DiffView
+from evolve_console.screens import MoreScreen, RejectScreen, RevertScreen, StageScreen
 from tests.console.conftest import (
     StartEngine,
     cell_text,
@@ -164,9 +166,11 @@ def test_a_request_lost_while_the_engine_answers_leaves_the_console_connected_an
         before = len(changes.rows)
 
         async def lost() -> None:
-            raise EngineGone(f"the engine at {engine.url} does not answer (RemoteProtocolError)")
+            # What the client raises for a connection closed as it was reused.
+            reason = why_unanswered(httpx.RemoteProtocolError("closed"))
+            raise EngineGone(f"the engine at {engine.url} does not answer: {reason}")
 
-        app.run_worker(lost(), name="load_change", group="change-detail", exit_on_error=False)
+        app.run_worker(lost(), name="load the change", group="change-detail", exit_on_error=False)
         await wait_until(
             pilot,
             lambda: any("does not answer" in n[2] for n in notifications(seen)),
@@ -175,8 +179,9 @@ def test_a_request_lost_while_the_engine_answers_leaves_the_console_connected_an
         await pilot.pause(1.0)  # the health check answers
         assert app.engine_connected and "engine ● connected" in connection_text(app), connection_text(app)
         assert [n[2] for n in notifications(seen) if "does not answer" in n[2]] == [
-            f"load_change: the engine at {engine.url} does not answer (RemoteProtocolError)"
-        ], "what failed is named"
+            f"could not load the change: the engine at {engine.url} does not answer: the connection "
+            "closed before it answered. Try again in a moment"
+        ], "what failed is named, in words"
 
         await asyncio.to_thread(edit_prompt, engine, "Answer plainly", "Answer tersely")
         await wait_until(pilot, lambda: len(changes.rows) > before, "the new change listed")
@@ -300,5 +305,160 @@ def test_heartbeat_state_says_paused_once_and_m_shows_the_last_tick(engine: Engi
         )
         assert "manual tick at" in screen.text and "skipped" in screen.text
         await pilot.press("escape", "p")
+
+    drive(engine, scenario)
+
+
+# ---- the second trial: words, order, the detail of the selected row ------------------------------------
+
+
+def held_edits(engine: EngineProcess, *edits: tuple[str, str, str]) -> list[str]:
+    """Prompt edits by the agent, held under the review gate: the ids of the held changes."""
+    ids = []
+    for n, (prompt, old, new) in enumerate(edits):
+        out = edit_prompt(engine, old, new, prompt, origin="tool", session="ses_agent", call_id=f"call_{n}")
+        assert "awaits review" in out["output"], out
+        ids.append(str(out["output"]).split("pending change ")[1].split(")")[0])
+    return ids
+
+
+def test_a_refused_command_is_told_in_plain_words(workspace: Path, start_engine: StartEngine) -> None:
+    """Two held edits of one prompt: once the first is installed, the second was made against a file
+    that is no longer there, and the engine refuses it. The operator reads what happened and what to
+    do, not `approve_change: EngineError: …`."""
+    engine = start_engine(workspace, EVOLVE_REVIEW="gate")
+    first, second = held_edits(
+        engine,
+        ("chat.md", "Answer plainly", "Answer tersely"),
+        ("chat.md", "Answer plainly", "Answer warmly"),
+    )
+
+    async def scenario(app: EvolveConsole, pilot: Pilot[Any], seen: list[Message]) -> None:
+        await pilot.press("5")
+        changes = table(app, "changes")
+        await wait_until(pilot, lambda: second in changes.rows, "the held changes")
+        await select_row(pilot, changes, first)
+        await pilot.press("a")
+        await wait_until(pilot, lambda: first not in changes.rows, "the first one installed")
+        await select_row(pilot, changes, second)
+        await pilot.press("a")
+        refused = await wait_until(
+            pilot,
+            lambda: [n for n in notifications(seen) if n[2].startswith("could not approve")],
+            lambda: f"the refusal told (notifications: {notifications(seen)})",
+        )
+        assert refused == [
+            (
+                "error",
+                "",
+                "could not approve the change: prompts/chat.md changed after the agent proposed this; "
+                "ask it to redo the change",
+            )
+        ]
+        for _, _, text in notifications(seen):
+            assert "approve_change" not in text and "Error" not in text, text
+
+    drive(engine, scenario)
+
+
+def test_held_rows_keep_one_order_live_under_n_and_after_a_restart(
+    workspace: Path, start_engine: StartEngine
+) -> None:
+    """Commits oldest first, then the held changes as they were proposed: the same when they arrive
+    live, when a commit comes between, when `n` hides and shows the others, after a restart."""
+    engine = start_engine(workspace, EVOLVE_REVIEW="gate")
+    chat, heartbeat = held_edits(
+        engine,
+        ("chat.md", "Answer plainly", "Answer tersely"),
+        ("heartbeat.md", "Spend this turn on upkeep", "Spend this turn idle"),
+    )
+    initial = engine.head()
+    port = engine.port
+
+    async def scenario(app: EvolveConsole, pilot: Pilot[Any], seen: list[Message]) -> None:
+        await pilot.press("5")
+        changes = table(app, "changes")
+        await wait_until(pilot, lambda: heartbeat in changes.rows, "the held changes")
+        assert row_keys(changes) == [initial, chat, heartbeat]
+        (compaction,) = await asyncio.to_thread(
+            held_edits, engine, ("compaction.md", "Summarise", "Sum up")
+        )  # live
+        await wait_until(pilot, lambda: compaction in changes.rows, "the change proposed live")
+        assert row_keys(changes) == [initial, chat, heartbeat, compaction]
+
+        await select_row(pilot, changes, heartbeat)
+        await pilot.press("a")  # installed: a commit, listed among the commits
+        await wait_until(pilot, lambda: engine.head() != initial, "the approval's commit")
+        installed = engine.head()
+        expected = [initial, installed, chat, compaction]
+        await wait_until(
+            pilot, lambda: row_keys(changes) == expected, lambda: f"one order (shows {row_keys(changes)})"
+        )
+        assert list(app.model.changes) == expected
+        await pilot.press("n")
+        await wait_until(pilot, lambda: row_keys(changes) == [chat, compaction], "only what needs review")
+        await pilot.press("n")
+        await wait_until(
+            pilot,
+            lambda: row_keys(changes) == expected,
+            lambda: f"the same order (shows {row_keys(changes)})",
+        )
+
+        engine.kill()
+        await wait_until(pilot, lambda: not app.engine_connected, "the engine gone")
+        await asyncio.to_thread(engine.start, port)
+        await wait_until(pilot, lambda: app.engine_connected, "the engine back")
+        await settle(pilot)
+        await pilot.pause(0.5)
+        assert row_keys(changes) == expected, "the same order after a restart"
+
+    drive(engine, scenario)
+
+
+def test_the_detail_follows_the_selection_when_the_last_held_row_leaves(
+    workspace: Path, start_engine: StartEngine
+) -> None:
+    """Under `n`, rejecting the only held change empties the table: the detail must not go on
+    saying `awaits review`. Without `n`, the rejected row stays and its detail says so."""
+    engine = start_engine(workspace, EVOLVE_REVIEW="gate")
+    chat, heartbeat = held_edits(
+        engine,
+        ("chat.md", "Answer plainly", "Answer tersely"),
+        ("heartbeat.md", "Spend this turn on upkeep", "Spend this turn idle"),
+    )
+
+    async def reject(app: EvolveConsole, pilot: Pilot[Any], key: str) -> None:
+        await select_row(pilot, table(app, "changes"), key)
+        await wait_until(pilot, lambda: "awaits review" in head_of(app), "the held change in detail")
+        await pilot.press("d")
+        await wait_until(pilot, lambda: isinstance(app.screen, RejectScreen), "the reject dialog")
+        await pilot.press("enter")
+
+    def head_of(app: EvolveConsole) -> str:
+        return app.query_one("#change-detail", DiffView).head.plain
+
+    async def scenario(app: EvolveConsole, pilot: Pilot[Any], seen: list[Message]) -> None:
+        await pilot.press("5")
+        changes = table(app, "changes")
+        await wait_until(pilot, lambda: heartbeat in changes.rows, "the held changes")
+        # Without n: the rejected row stays, and its detail follows its new state.
+        await reject(app, pilot, chat)
+        await wait_until(pilot, lambda: cell_text(changes, chat, "review") == "rejected", "the row rejected")
+        await wait_until(
+            pilot,
+            lambda: "· rejected" in head_of(app) and "awaits review" not in head_of(app),
+            lambda: f"the detail to follow (shows {head_of(app)[:200]!r})",
+        )
+        # Under n: the last held row goes, and the detail with it.
+        await pilot.press("n")
+        await wait_until(pilot, lambda: row_keys(changes) == [heartbeat], "only the held one")
+        await reject(app, pilot, heartbeat)
+        await wait_until(pilot, lambda: row_keys(changes) == [], "nothing left to review")
+        await wait_until(
+            pilot,
+            lambda: head_of(app) == "nothing needs review (n: every change)",
+            lambda: f"the detail emptied (shows {head_of(app)[:200]!r})",
+        )
+        assert "awaits review" not in app.query_one("#change-detail", DiffView).as_text()
 
     drive(engine, scenario)

@@ -151,7 +151,7 @@ def test_a_bad_change_explained_shown_reverted_with_a_refresh_and_the_old_sessio
                     lambda: app.screen if isinstance(app.screen, RevertScreen) else None,
                     "the revert dialog",
                 )
-                assert [s["id"] for s in screen.impact["sessions"]] == [later]
+                assert [s.id for s in screen.impact.sessions] == [later]
                 await pilot.press("y")
                 await wait_until(
                     pilot,

@@ -151,49 +151,16 @@ def test_a_call_fills_its_path_and_keeps_only_declared_query_parameters_and_give
 
 # ---- the console, until its call sites go through `send` ----------------------------------------
 
-CONSOLE_ROUTES_NOT_YET_TYPED = {
-    # Route strings the console's modules still build themselves (with `get`/`post`/`request`) instead
-    # of sending a typed call (`await client.send(calls....)`). Converting a call site removes its
-    # string here; this set only shrinks, until it is empty.
-    "/v1/changes",
-    "/v1/changes/{}/approve",
-    "/v1/changes/{}/diff",
-    "/v1/changes/{}/file",
-    "/v1/changes/{}/impact",
-    "/v1/changes/{}/replay",
-    "/v1/changes/{}/revert",
-    "/v1/dispatches",
-    "/v1/health",
-    "/v1/heartbeat",
-    "/v1/heartbeat/fire",
-    "/v1/heartbeat/{}",
-    "/v1/pending/{}",
-    "/v1/pending/{}/approve",
-    "/v1/pending/{}/reject",
-    "/v1/pending/{}/replay",
-    "/v1/replays/{}",
-    "/v1/replays/{}/cancel",
-    "/v1/runs",
-    "/v1/runs/{}",
-    "/v1/sessions",
-    "/v1/sessions/{}",
-    "/v1/stages/{}",
-    "/v1/status",
-    "/v1/tool-calls",
-}
 
-
-def test_the_routes_the_console_still_names_are_the_allowed_ones_and_all_declared() -> None:
-    named = {n for path in source_files("evolve_console") for n in routes_named(path.read_text("utf-8"))}
-    assert named == CONSOLE_ROUTES_NOT_YET_TYPED, (
-        "a console call site now sends a typed call: take its route out of CONSOLE_ROUTES_NOT_YET_TYPED"
-        if named < CONSOLE_ROUTES_NOT_YET_TYPED
-        else "new console call sites send typed calls (client.send(calls....)), not route strings"
-    )
-    templates = [r.path for r in ROUTES]
-    assert all(any(declares(t, n) for t in templates) for n in CONSOLE_ROUTES_NOT_YET_TYPED)
-    client = (REPO / "evolve_console" / "client.py").read_text(encoding="utf-8")
-    assert routes_named(client) == set(), "the console's transport names no route: it sends calls"
+def test_the_console_names_no_route_it_sends_typed_calls() -> None:
+    """Every request of the console is a typed call of the contract (`client.send(calls....)`): no
+    module of it builds a route string, the transport included."""
+    named = {
+        f"{path.relative_to(REPO)}: {n}"
+        for path in source_files("evolve_console")
+        for n in routes_named(path.read_text("utf-8"))
+    }
+    assert named == set(), "console call sites send typed calls (client.send(calls....)), not route strings"
 
 
 # ---- a real engine answers the records the contract names ---------------------------------------

@@ -9,9 +9,12 @@ import asyncio
 
 import pytest
 
+from engine.protocol import calls
+from engine.protocol.records import ChangeList, Health
 from evolve_console.client import EngineClient, EngineGone, Target
 
-BODY = b'{"ok": true}'
+# A health check's answer; a listing of changes reads it as an empty one (unknown fields are ignored).
+BODY = b'{"ok": true, "version": "1.0", "api": 1, "workspace": "/ws", "pid": 7, "seq": 3}'
 ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
     len(BODY),
     BODY,
@@ -58,8 +61,8 @@ def test_a_read_on_a_connection_closed_as_it_was_reused_is_asked_again() -> None
         port = listening.sockets[0].getsockname()[1]
         client = EngineClient(Target(f"http://127.0.0.1:{port}", "token"))
         try:
-            assert await client.get("/v1/health") == {"ok": True}
-            assert await client.get("/v1/changes") == {"ok": True}
+            assert await client.send(calls.health()) == Health(True, "1.0", 1, "/ws", 7, 3)
+            assert await client.send(calls.changes()) == ChangeList()
             assert closing.connections == 2, "asked again on a new connection"
             assert closing.requests == [
                 b"GET /v1/health HTTP/1.1",
@@ -68,7 +71,7 @@ def test_a_read_on_a_connection_closed_as_it_was_reused_is_asked_again() -> None
             ]
 
             with pytest.raises(EngineGone, match="does not answer"):
-                await client.post("/v1/heartbeat/fire")
+                await client.send(calls.heartbeat_fire())
             assert closing.requests[-1] == b"POST /v1/heartbeat/fire HTTP/1.1"
             assert closing.requests.count(b"POST /v1/heartbeat/fire HTTP/1.1") == 1, "a command is sent once"
         finally:

@@ -5,10 +5,13 @@ the message when the pane is too narrow for it, a whole file, and the end of a 2
 from __future__ import annotations
 
 import asyncio
+import itertools
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from rich.color import Color
+import pytest
+from rich.color import Color, ColorSystem
+from rich.style import Style
 from rich.text import Text
 from textual.app import App, ComposeResult
 from textual.geometry import Offset
@@ -316,3 +319,96 @@ def test_selected_text_is_what_the_rows_show() -> None:
         assert with_background(row, selected) == ["LIMIT"]
 
     run(scenario, size=(140, 30))
+
+
+# ---- colours for the terminal's depth -------------------------------------------------------------
+
+
+def style_at(strip: Strip, needle: str) -> Style:
+    """The style of the first character of `needle` in a row."""
+    at = strip.text.index(needle)
+    x = 0
+    for segment in strip:
+        if x <= at < x + len(segment.text):
+            return segment.style or Style()
+        x += len(segment.text)
+    raise AssertionError(f"{needle!r} is not in {strip.text!r}")
+
+
+def drawn(
+    monkeypatch: pytest.MonkeyPatch, environment: dict[str, str | None]
+) -> tuple[str, dict[str, Style]]:
+    """The edit drawn by an app started under `environment` (TERM, COLORTERM, NO_COLOR): the app's
+    colour system, and the style of each of: the pane, a removed and an added line, a removed and an
+    added word."""
+    for key, value in environment.items():
+        if value is None:
+            monkeypatch.delenv(key, raising=False)
+        else:
+            monkeypatch.setenv(key, value)
+    found: dict[str, Style] = {}
+    system: list[str] = []
+
+    async def scenario(pilot: Pilot[Any], view: DiffView) -> None:
+        view.show(Text("edit hook notes.py"), HOOK_EDIT)
+        view.set_split(False)
+        await pilot.pause()
+        removed, added = row_with(view, "2   - PROMPT"), row_with(view, "  2 + PROMPT")
+        found["pane"] = view.rich_style
+        found["removed"], found["added"] = style_at(removed, "careful"), style_at(added, "careful")
+        found["removed-word"], found["added-word"] = style_at(removed, "plainly"), style_at(added, "tersely")
+        found["removed-sign"], found["added-sign"] = style_at(removed, "-"), style_at(added, "+")
+        system.append(str(view.app.console.color_system))
+
+    run(scenario, size=(140, 30))
+    return system[0], found
+
+
+LAYERS = ("pane", "removed", "added", "removed-word", "added-word")
+
+
+def test_added_removed_and_changed_words_keep_apart_in_true_colour(monkeypatch: pytest.MonkeyPatch) -> None:
+    system, styles = drawn(monkeypatch, {"TERM": "xterm-256color", "COLORTERM": "truecolor"})
+    assert system == "truecolor"
+    backgrounds = [styles[name].bgcolor for name in LAYERS]
+    assert None not in backgrounds and len(set(backgrounds)) == len(LAYERS), backgrounds
+
+
+def test_in_256_colours_each_background_rounds_to_a_colour_of_its_own(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A terminal of 256 colours rounds the theme's light tints of the dark pane: added and removed
+    lines both came out black."""
+    system, styles = drawn(monkeypatch, {"TERM": "xterm-256color", "COLORTERM": None})
+    assert system == "256"
+    shown = {}
+    for name in LAYERS:
+        color = styles[name].bgcolor
+        assert color is not None, name
+        shown[name] = color.downgrade(ColorSystem.EIGHT_BIT).get_truecolor()
+    for a, b in itertools.combinations(LAYERS, 2):
+        distance = sum((x - y) ** 2 for x, y in zip(shown[a], shown[b], strict=True)) ** 0.5
+        assert distance >= 40, f"{a} and {b} look the same in 256 colours: {shown}"
+
+
+def test_in_16_colours_lines_are_green_and_red_and_words_are_marked(monkeypatch: pytest.MonkeyPatch) -> None:
+    system, styles = drawn(monkeypatch, {"TERM": "xterm", "COLORTERM": None})
+    assert system == "standard"
+
+    def color(name: str) -> int | None:
+        found = styles[name].color
+        return found.downgrade(ColorSystem.STANDARD).number if found is not None else None
+
+    assert (color("removed"), color("added")) == (1, 2), "red and green"
+    removed, added = styles["removed-word"], styles["added-word"]
+    assert removed.reverse and removed.strike and not removed.underline, "a removed word: struck"
+    assert added.reverse and added.underline and not added.strike, "an added word: underlined"
+
+
+def test_without_colour_the_signs_and_the_words_are_marked(monkeypatch: pytest.MonkeyPatch) -> None:
+    _, styles = drawn(monkeypatch, {"NO_COLOR": "1"})
+    removed, added = styles["removed-word"], styles["added-word"]
+    assert removed.strike and not removed.underline and added.underline and not added.strike, (
+        "the changed words carry a mark, not only a colour"
+    )
+    assert not (styles["removed"].strike or styles["removed"].underline), "the rest of the line is not marked"

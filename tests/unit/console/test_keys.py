@@ -74,7 +74,8 @@ RULES: list[tuple[str, Where, bool | None]] = [
     ("problems", Where("heartbeat", problems=True), True),
     # Starting the engine: only when it is down and the console knows its workspace.
     ("start_engine", Where("runs"), False),
-    ("start_engine", Where("runs", workspace=True), True),
+    ("start_engine", Where("runs", connected=False), False),
+    ("start_engine", Where("runs", connected=False, workspace=True), True),
     ("start_engine", Where("runs", connected=True, workspace=True), False),
     # Decisions on a change: dimmed in the changes view without one, absent elsewhere.
     *[(a, CHANGES, None) for a in ("approve", "revert", "reject", "replay")],
@@ -99,6 +100,21 @@ RULES: list[tuple[str, Where, bool | None]] = [
         for v in ALL_VIEWS
     ],
     ("open_session", Where("heartbeat"), True),
+    # While the engine does not answer, what needs it is dimmed; what only reads the screen is not.
+    *[
+        (a, Where(v, connected=False), None)
+        for a in ("fire_heartbeat", "toggle_pause", "run_stage")
+        for v in ALL_VIEWS
+    ],
+    *[
+        (a, Where("changes", commit(), connected=False), None)
+        for a in ("approve", "revert", "replay", "diff_file", "open")
+    ],
+    ("reject", Where("changes", held(), connected=False), None),
+    ("toggle_failures", Where("runs", connected=False), None),
+    *[(a, Where("changes", commit(), connected=False), True) for a in ("diff_wide", "diff_split", "follow")],
+    *[(a, Where("runs", connected=False), True) for a in ("follow", "more", "open", "quit", "focus_filter")],
+    ("toggle_schemas", Where("sessions", connected=False), True),
 ]
 
 

@@ -25,14 +25,20 @@ from engine.protocol import (
     PendingChange,
     StageResult,
     TickResult,
+    calls,
 )
 from engine.protocol.records import (
+    ChangeList,
+    Health,
     HeartbeatChanged,
     JSONDict,
     OpencodeChanged,
     ReviewRecorded,
+    RunList,
     SessionChanged,
     SessionInfo,
+    SessionList,
+    ToolCallList,
 )
 from evolve_console.model import HISTORY_LIMIT, MAX_ROWS, ConsoleModel, Part, RunFilter
 
@@ -42,12 +48,22 @@ REPO = Path(__file__).resolve().parents[3]
 # ---- building events and answers ---------------------------------------------------------------------
 
 
+def listed_run(n: int) -> HookRun:
+    """A hook run as the runs listing sends it: whole."""
+    return HookRun(
+        id=f"run_{n:05d}",
+        stage="idle",
+        hook="notes.py",
+        started_at=1000.0 + n,
+        input={"session": {"id": "s"}},
+        duration_ms=4.0,
+        stdout_lines=['{"system": []}'],
+    )
+
+
 def run_data(n: int, **fields: Any) -> JSONDict:
     """A hook run as `?brief=1` sends it."""
-    run = HookRun(
-        id=f"run_{n:05d}", stage="idle", hook="notes.py", started_at=1000.0 + n, input={}, duration_ms=4.0
-    )
-    data = {k: v for k, v in run.to_dict().items() if k in BRIEF_RUN_FIELDS}
+    data = {k: v for k, v in listed_run(n).to_dict().items() if k in BRIEF_RUN_FIELDS}
     return {**data, **fields}
 
 
@@ -136,10 +152,15 @@ def commit(sha: str, at: int, origin: str = "operator", review: str | None = Non
     ).to_dict()
 
 
+def health(pid: int, seq: int) -> Health:
+    """The engine's answer to its health check."""
+    return Health(ok=True, version="1.0", api=1, workspace="/ws", pid=pid, seq=seq)
+
+
 def connected_model(pid: int = 10, seq: int = 0) -> ConsoleModel:
     """A model whose engine answered its health check, with nothing loaded yet."""
     model = ConsoleModel()
-    assert model.apply_health({"ok": True, "pid": pid, "seq": seq}) == seq
+    assert model.apply_health(health(pid, seq)) == seq
     model.set_connection(True, f"http://127.0.0.1:1 · pid {pid}")
     return model
 
@@ -196,7 +217,7 @@ def test_engine_restart_numbers_from_one_again() -> None:
     feed(model, *(hook_run(seq) for seq in range(41, 51)))  # received, not yet applied: then a crash
     assert model.applied_seq == 40 and model.last_seq == 50
 
-    since = model.apply_health({"ok": True, "pid": 11, "seq": 3})
+    since = model.apply_health(health(11, 3))
     assert since == 3, "follow the new engine from its own numbers"
     assert model.engine_pid == 11 and model.last_seq == 3 and model.applied_seq == 0
     feed(model, hook_run(4, n=9004), hook_run(5, n=9005))
@@ -205,10 +226,10 @@ def test_engine_restart_numbers_from_one_again() -> None:
     assert model.applied_seq == 5, "the old engine's events still waiting no longer count"
     assert len(update.runs) == 12, "they are still shown"
     # A reload answered without any run: only the new engine's live runs are newer than it.
-    model.apply_reload(Part.RUNS, {"runs": [], "counts": {"runs": 0}}, since=0)
+    model.apply_reload(Part.RUNS, RunList.from_dict({"runs": [], "counts": {"runs": 0}}), since=0)
     assert list(model.runs) == ["run_09004", "run_09005"]
 
-    assert model.apply_health({"ok": True, "pid": 11, "seq": 99}) == 5, "the same engine: go on from 5"
+    assert model.apply_health(health(11, 99)) == 5, "the same engine: go on from 5"
 
 
 def test_a_reload_racing_live_runs_keeps_the_newer_ones() -> None:
@@ -219,12 +240,16 @@ def test_a_reload_racing_live_runs_keeps_the_newer_ones() -> None:
     feed(model, hook_run(4), hook_run(5))
     model.apply_waiting()  # two runs applied while the request is out
     # The journal had run 4 when it answered, not run 5; newest first, as the engine sends them.
-    answer = {"runs": [run_data(n) for n in (4, 3, 2, 1)], "counts": {"runs": 4, "failed_runs": 0}}
+    answer = RunList([listed_run(n) for n in (4, 3, 2, 1)], {"runs": 4, "failed_runs": 0})
     assert model.apply_reload(Part.RUNS, answer, since=since)
     assert list(model.runs) == [f"run_{n:05d}" for n in (1, 2, 3, 4, 5)]
+    assert model.runs["run_00004"].input == {} and model.runs["run_00004"].stdout_lines == [], (
+        "a table keeps a run's brief fields only"
+    )
+    assert model.runs["run_00004"].duration_ms == 4.0
     assert model.counts == {"runs": 4, "failed_runs": 0}
     # An answer as new as everything applied replaces the rows.
-    model.apply_reload(Part.RUNS, {"runs": [run_data(9)], "counts": {}}, since=None)
+    model.apply_reload(Part.RUNS, RunList([listed_run(9)], {}), since=None)
     assert list(model.runs) == ["run_00009"] and model.counts == {}
 
 
@@ -232,12 +257,12 @@ def test_runs_that_come_after_the_counts_were_read_count_at_once() -> None:
     model = connected_model()
     feed(model, hook_run(1), hook_run(2))
     model.apply_waiting()
-    model.apply_reload(Part.COUNTS, {"counts": {"runs": 2, "failed_runs": 0}}, since=None)
+    model.apply_reload(Part.COUNTS, RunList(counts={"runs": 2, "failed_runs": 0}), since=None)
     feed(model, hook_run(3), hook_run(4, error="exit 1"))
     model.apply_waiting()
     assert model.counts == {"runs": 4, "failed_runs": 1}, "the line must not lag behind the rows"
     # The next read of the journal is the truth again (it may have trimmed old runs).
-    model.apply_reload(Part.COUNTS, {"counts": {"runs": 3, "failed_runs": 1}}, since=None)
+    model.apply_reload(Part.COUNTS, RunList(counts={"runs": 3, "failed_runs": 1}), since=None)
     feed(model, hook_run(5))
     model.apply_waiting()
     assert model.counts == {"runs": 4, "failed_runs": 1}
@@ -269,7 +294,7 @@ def test_a_flood_keeps_only_the_newest_rows() -> None:
 def test_the_filter_applies_to_live_runs_and_to_the_query() -> None:
     model = connected_model()
     model.run_filter = RunFilter(stage="idle", failed=True)
-    assert model.query(Part.RUNS) == ("/v1/runs", {"stage": "idle", "failed": True, "limit": HISTORY_LIMIT})
+    assert model.query(Part.RUNS) == calls.runs(stage="idle", failed=True, limit=HISTORY_LIMIT)
     feed(
         model,
         hook_run(1),
@@ -279,7 +304,7 @@ def test_the_filter_applies_to_live_runs_and_to_the_query() -> None:
     update = model.apply_waiting()
     assert [r.id for r in update.runs] == ["run_00002"]
     assert model.events_seen["hook_run"] == 3, "every run counts as received live"
-    assert model.query(Part.COUNTS) == ("/v1/runs", {"limit": 0})
+    assert model.query(Part.COUNTS) == calls.runs(limit=0)
 
 
 # ---- payloads applied directly, or announcing a reload ----------------------------------------------
@@ -287,7 +312,7 @@ def test_the_filter_applies_to_live_runs_and_to_the_query() -> None:
 
 def test_a_heartbeat_event_carries_the_status_after_it() -> None:
     model = connected_model()
-    model.apply_reload(Part.HEARTBEAT, heartbeat_status().to_dict())
+    model.apply_reload(Part.HEARTBEAT, heartbeat_status())
     tick = TickResult(trigger="manual", started_at=4000.0, outcome="skipped", reason="opencode unreachable")
     changed = HeartbeatChanged("tick", heartbeat_status(count=1, last=tick), tick=tick, trigger="manual")
     update = model.apply_events([event(1, EventKind.HEARTBEAT, changed.to_dict())])
@@ -298,7 +323,7 @@ def test_a_heartbeat_event_carries_the_status_after_it() -> None:
 
 def test_a_heartbeat_event_without_the_status_asks_for_a_reload() -> None:
     model = connected_model()
-    model.apply_reload(Part.HEARTBEAT, heartbeat_status().to_dict())
+    model.apply_reload(Part.HEARTBEAT, heartbeat_status())
     old_shape = {"event": "paused", **heartbeat_status(paused=True).to_dict()}
     update = model.apply_events([event(1, EventKind.HEARTBEAT, old_shape)])
     assert update.reload == {Part.HEARTBEAT} and update.redraw == set()
@@ -313,9 +338,9 @@ def test_a_heartbeat_answer_older_than_an_applied_event_is_ignored() -> None:
     since = model.applied_seq  # GET /v1/heartbeat goes out
     paused = HeartbeatChanged("paused", heartbeat_status(paused=True)).to_dict()
     model.apply_events([event(2, EventKind.HEARTBEAT, paused)])  # the pause arrives first
-    assert not model.apply_reload(Part.HEARTBEAT, heartbeat_status().to_dict(), since=since)
+    assert not model.apply_reload(Part.HEARTBEAT, heartbeat_status(), since=since)
     assert model.heartbeat is not None and model.heartbeat.paused
-    assert model.apply_reload(Part.HEARTBEAT, heartbeat_status().to_dict(), since=2), "a newer answer wins"
+    assert model.apply_reload(Part.HEARTBEAT, heartbeat_status(), since=2), "a newer answer wins"
     assert not model.heartbeat.paused
 
 
@@ -358,14 +383,14 @@ def test_tool_calls_come_from_their_start_and_end_events() -> None:
     model.apply_events([event(2, EventKind.TOOL_RESULT, ended)])
     assert model.tool_calls["t1"].output == "noted" and model.tool_calls["t1"].commit == "abc"
     # A listing sent before the end was known: the end stays.
-    assert model.query(Part.TOOLS) == ("/v1/tool-calls", {"limit": HISTORY_LIMIT})
-    model.apply_reload(Part.TOOLS, {"tool_calls": [started]}, since=1)
+    assert model.query(Part.TOOLS) == calls.tool_calls(limit=HISTORY_LIMIT)
+    model.apply_reload(Part.TOOLS, ToolCallList.from_dict({"tool_calls": [started]}), since=1)
     assert model.tool_calls["t1"].output == "noted"
 
 
 def test_opencode_connections_come_and_go_in_the_status() -> None:
     model = connected_model()
-    model.apply_reload(Part.STATUS, engine_status().to_dict())
+    model.apply_reload(Part.STATUS, engine_status())
     came = OpencodeChanged("connected", connection("oc_1")).to_dict()
     update = model.apply_events([event(1, EventKind.OPENCODE, came)])
     assert update.redraw == {Part.STATUS} and update.reload == set()
@@ -373,7 +398,7 @@ def test_opencode_connections_come_and_go_in_the_status() -> None:
 
     # A status requested before that event, answered after it: its config errors are news, its
     # connections are not.
-    answer = engine_status(config_errors=["config/evolve.jsonc: bad"]).to_dict()
+    answer = engine_status(config_errors=["config/evolve.jsonc: bad"])
     assert model.apply_reload(Part.STATUS, answer, since=0)
     assert model.status.config_errors == ["config/evolve.jsonc: bad"]
     assert [c.id for c in model.status.opencode] == ["oc_1"]
@@ -388,15 +413,17 @@ def test_opencode_connections_come_and_go_in_the_status() -> None:
 
 def test_changes_list_commits_oldest_first_then_what_awaits_review() -> None:
     model = connected_model()
-    answer = {
-        "changes": [commit("c3", 300, "agent"), commit("c2", 200), commit("c1", 100, "initial")],
-        "pending": [
-            pending("chg_a").to_dict(),
-            pending("chg_b", status="rejected").to_dict(),
-            pending("chg_c", status="approved").to_dict(),
-        ],
-    }
-    assert model.query(Part.CHANGES) == ("/v1/changes", {"limit": HISTORY_LIMIT})
+    answer = ChangeList.from_dict(
+        {
+            "changes": [commit("c3", 300, "agent"), commit("c2", 200), commit("c1", 100, "initial")],
+            "pending": [
+                pending("chg_a").to_dict(),
+                pending("chg_b", status="rejected").to_dict(),
+                pending("chg_c", status="approved").to_dict(),
+            ],
+        }
+    )
+    assert model.query(Part.CHANGES) == calls.changes(limit=HISTORY_LIMIT)
     model.apply_reload(Part.CHANGES, answer)
     # A rejected proposal stays in sight; an approved one is its commit now.
     assert list(model.changes) == ["c1", "c2", "c3", "chg_a", "chg_b"]
@@ -413,7 +440,7 @@ def test_changes_list_commits_oldest_first_then_what_awaits_review() -> None:
 
 def test_pending_changes_and_reviews_are_applied_without_a_reload() -> None:
     model = connected_model()
-    model.apply_reload(Part.CHANGES, {"changes": [commit("c1", 100)], "pending": []})
+    model.apply_reload(Part.CHANGES, ChangeList.from_dict({"changes": [commit("c1", 100)], "pending": []}))
     update = model.apply_events([event(1, EventKind.PENDING, pending("chg_a").to_dict())])
     assert update.redraw == {Part.CHANGES} and update.reload == set()
     assert list(model.changes) == ["c1", "chg_a"]
@@ -434,11 +461,36 @@ def test_pending_changes_and_reviews_are_applied_without_a_reload() -> None:
     }
 
 
+def test_rows_of_changes_keep_one_order_live_reloaded_or_after_a_restart() -> None:
+    """Commits oldest first, then the held changes by the time they were proposed: whether they
+    arrive live (in any order), come in a listing (in the engine's order), or both."""
+    proposed = {"chg_b": 3002.0, "chg_a": 3001.0, "chg_c": 3003.0}
+
+    def held(pending_id: str, status: str = "pending") -> PendingChange:
+        return replace(pending(pending_id, status), created_at=proposed[pending_id])
+
+    live = connected_model()
+    live.apply_reload(Part.CHANGES, ChangeList.from_dict({"changes": [commit("c1", 100)], "pending": []}))
+    for pending_id in ("chg_b", "chg_c", "chg_a"):  # as the events came
+        live.apply_events([event(1, EventKind.PENDING, held(pending_id).to_dict())])
+    expected = ["c1", "chg_a", "chg_b", "chg_c"]
+    assert list(live.changes) == expected
+    # One is decided: its row keeps its place.
+    live.apply_events([event(2, EventKind.PENDING, held("chg_a", "rejected").to_dict())])
+    assert list(live.changes) == expected
+
+    listed = {
+        "changes": [commit("c1", 100)],
+        "pending": [held("chg_c").to_dict(), held("chg_a", "rejected").to_dict(), held("chg_b").to_dict()],
+    }
+    restarted = connected_model(pid=11)
+    restarted.apply_reload(Part.CHANGES, ChangeList.from_dict(listed))
+    assert list(restarted.changes) == expected, "the same order from a listing in another order"
+
+
 def test_session_events_apply_without_a_reload_and_a_late_answer_keeps_them() -> None:
     model = connected_model()
-    model.apply_reload(
-        Part.SESSIONS, {"sessions": [SessionInfo("ses_a", title="old", updated_at=1.0).to_dict()]}
-    )
+    model.apply_reload(Part.SESSIONS, SessionList([SessionInfo("ses_a", title="old", updated_at=1.0)]))
     since = model.applied_seq  # GET /v1/sessions goes out
     created = SessionChanged("created", SessionInfo("ses_b", created_at=2.0, updated_at=2.0)).to_dict()
     retitled = SessionChanged(
@@ -450,7 +502,7 @@ def test_session_events_apply_without_a_reload_and_a_late_answer_keeps_them() ->
     assert model.sessions["ses_a"].title == "new" and model.sessions["ses_a"].busy
 
     # An answer sent before those events: it does not know ses_b yet, and its ses_a is older.
-    late = {"sessions": [SessionInfo("ses_a", title="old", updated_at=1.0).to_dict()]}
+    late = SessionList([SessionInfo("ses_a", title="old", updated_at=1.0)])
     assert model.apply_reload(Part.SESSIONS, late, since=since)
     assert model.sessions["ses_a"].title == "new" and "ses_b" in model.sessions
 
@@ -484,7 +536,7 @@ def test_a_new_health_check_starts_with_nothing_stale() -> None:
     model = connected_model()
     feed(model, hook_run(1), hook_run(3))
     assert model.stale == {Part.RUNS}
-    model.apply_health({"ok": True, "pid": 10, "seq": 3})  # reconnected: everything is loaded anew
+    model.apply_health(health(10, 3))  # reconnected: everything is loaded anew
     assert model.take_reloads() == set()
 
 

@@ -18,13 +18,15 @@ from textual.geometry import Offset, Region
 from textual.pilot import Pilot
 from textual.selection import Selection
 from textual.widget import Widget
-from textual.widgets import Input
+from textual.widgets import Input, TextArea
 
 from evolve_console.detail import DetailPane, Part
 from evolve_console.format import PREVIEW_LIMIT
 from evolve_console.keybar import KeyBar
+from evolve_console.screens import MoreScreen
 from evolve_console.table import MAX_ROWS, KeyedTable
 from evolve_console.viewbar import ViewBar
+from evolve_console.wrapbar import place
 
 COLUMNS = [("time", "time"), ("stage", "stage"), ("status", "status")]
 
@@ -495,6 +497,113 @@ def test_view_bar_marks_the_shown_view_and_clicks_press_its_key() -> None:
     run_app(app, scenario, size=(80, 6))
 
 
+def test_items_are_placed_on_lines_whole() -> None:
+    assert place([5, 5, 5], 16) == [[0, 1, 2]]
+    assert place([5, 5, 5], 12) == [[0, 1], [2]], "an item that does not fit goes whole to the next line"
+    assert place([20, 3], 10) == [[0], [1]], "an item wider than a line has a line of its own"
+    assert place([], 10) == []
+
+
+class ManyKeysApp(App[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
+        Binding(key, f"press('{key}')", f"Key number {n}") for n, key in enumerate("abcdefghij", 1)
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pressed: list[str] = []
+
+    def compose(self) -> ComposeResult:
+        yield KeyBar(id="keys")
+
+    def action_press(self, key: str) -> None:
+        self.pressed.append(key)
+
+
+def test_key_bar_wraps_onto_more_lines_and_a_key_on_the_second_line_is_pressed_by_a_click() -> None:
+    app = ManyKeysApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        bar = app.query_one(KeyBar)
+        await pilot.pause()
+        shown = lines(bar)
+        assert len(shown) >= 2 and bar.size.height == len(shown), shown
+        assert all(len(line.rstrip()) <= 60 for line in shown)
+        text = " ".join(shown)
+        for n, key in enumerate("abcdefghij", 1):
+            assert f"{key} Key number {n}" in text, f"{key} is out of sight: {shown}"
+        assert "^p palette" in text
+        y, line = next((y, line) for y, line in enumerate(shown) if "j Key number 10" in line)
+        assert y >= 1, "the last key went to another line"
+        await pilot.click(KeyBar, offset=Offset(line.index("j Key") + 2, y))
+        await pilot.pause()
+        assert app.pressed == ["j"]
+        await pilot.resize_terminal(200, 6)
+        await pilot.pause()
+        assert len(lines(bar)) == 1 and bar.size.height == 1, "one line when they fit"
+
+    run_app(app, scenario, size=(60, 8))
+
+
+def test_view_bar_wraps_with_its_badges_and_a_view_on_the_second_line_is_clicked() -> None:
+    class WideViews(App[None]):
+        def compose(self) -> ComposeResult:
+            labels = [
+                "Hook runs",
+                "Stage results",
+                "Sessions",
+                "Heartbeat",
+                "Self-modifications",
+                "Tool calls",
+            ]
+            yield ViewBar([(f"v{n}", str(n), label) for n, label in enumerate(labels, 1)], shown="v1")
+
+        def on_view_bar_selected(self, event: ViewBar.Selected) -> None:
+            self.query_one(ViewBar).shown = event.view
+
+    app = WideViews()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        bar = app.query_one(ViewBar)
+        bar.set_badges({"v5": "3 pending · 2 unreviewed", "v1": "4 failed"})
+        await pilot.pause()
+        shown = lines(bar)
+        assert len(shown) == 2 and bar.size.height == 2, shown
+        text = " ".join(shown)
+        assert "5 Self-modifications 3 pending · 2 unreviewed" in text and "1 Hook runs 4 failed" in text
+        y, line = next((y, line) for y, line in enumerate(shown) if "6 Tool calls" in line)
+        await pilot.click(ViewBar, offset=Offset(line.index("6 Tool") + 2, y))
+        await pilot.pause()
+        assert bar.shown == "v6"
+
+    run_app(app, scenario, size=(100, 8))
+
+
+def test_more_wraps_a_long_line_at_the_window_width() -> None:
+    sent = "sent: [heartbeat] " + " ".join(f"word{i}" for i in range(80)) + " THE-END"
+
+    class MoreApp(App[None]):
+        def on_mount(self) -> None:
+            self.push_screen(MoreScreen("last tick", f"manual tick at 10:00: ok\n{sent}\ntook 2 s"))
+
+    app = MoreApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        await pilot.pause()
+        area = app.screen.query_one("#more-text", TextArea)
+        width = area.scrollable_content_region.width
+        shown = [
+            strip.text.rstrip()
+            for strip in area.render_lines(Region(0, 0, area.size.width, area.size.height))
+        ]
+        text = " ".join(line.strip() for line in shown)
+        assert "THE-END" in text, f"the end of the line is out of sight: {shown}"
+        assert all(len(line) <= area.size.width for line in shown)
+        assert area.virtual_size.width <= width + 1, "nothing to scroll sideways"
+
+    run_app(app, scenario, size=(80, 30))
+
+
 # ---- column widths that fit the view --------------------------------------------------------------
 
 
@@ -515,3 +624,17 @@ def test_columns_fit_the_view_growing_narrowing_and_giving_way() -> None:
     tight = fit(columns, 40)
     assert tight[3] == 0 and total(tight) <= 40, "the files column gives way before the review state"
     assert tight[4] >= columns[4].minimum
+
+
+def test_free_text_gives_way_before_the_short_words_of_a_column() -> None:
+    """A change's subject and its files yield their room first: its origin (`agent (held)`) and its
+    review state (`reverted by 1a2b3c4`) stay whole as long as they can."""
+    from evolve_console.table import WIDTHS, fit
+
+    columns = [WIDTHS[k] for k in ("time", "origin", "change", "files", "review")]
+    for available in (60, 69, 80):
+        time, origin, change, files, review = fit(columns, available)
+        assert (time, origin, review) == (8, len("agent (held)"), len("reverted by 1a2b3c4")), available
+        assert change < WIDTHS["change"].preferred and files < WIDTHS["files"].preferred
+    assert fit(columns, 89) == [w.preferred for w in columns], "room for every column"
+    assert fit(columns, 89)[3] >= len("config/evolve.jsonc") and fit(columns, 89)[1] >= len("agent (held)")
