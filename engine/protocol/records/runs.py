@@ -58,9 +58,9 @@ class StageResult(Record):
     merged: JSONDict = field(default_factory=dict)
     failed: list[str] = field(default_factory=list)  # hook files whose run failed
     recovered: bool = False  # whether the recover stage stepped in
-    defaults: list[str] = field(default_factory=list)  # keys the recover defaults filled from prompts/
     duration_ms: float = 0.0
     turn: str | None = None  # the user message whose turn this dispatch belongs to, when known
+    defaults: list[str] = field(default_factory=list)  # keys the recover defaults filled from prompts/
 
 
 # ---- what the API takes and answers about them ---------------------------------------------------
