@@ -28,6 +28,7 @@ from engine.protocol.stages import HookProtocol
 from engine.runtime import Engine
 from tests.support.engine_process import EngineProcess
 from tests.support.environment import REPO, isolated_env, without_settings
+from tests.support.in_process import run_engine
 from tests.support.waiting import wait_for
 from tests.support.workspace import make_ws, write_file
 
@@ -77,15 +78,9 @@ def strict_log(ws: Path) -> list[str]:
 
 
 def run(ws: Path, body: Callable[[Engine], Awaitable[T]], env: dict[str, str] | None = None) -> T:
-    async def main() -> T:
-        engine = Engine(ws, env={**without_settings(), **(env or {})})
-        await engine.start()
-        try:
-            return await body(engine)
-        finally:
-            await engine.close()
-
-    return asyncio.run(main())
+    """`body(engine)` with none of the developer's settings in the engine's environment."""
+    result: T = run_engine(ws, body, env={**without_settings(), **(env or {})})
+    return result
 
 
 async def settled(engine: Engine) -> None:

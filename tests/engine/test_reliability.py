@@ -27,6 +27,7 @@ from engine.journal.store import Journal
 from engine.protocol.events import Event
 from engine.protocol.records import ToolCall
 from engine.runtime import Engine
+from tests.support.in_process import run_engine
 from tests.support.workspace import make_ws, write_file
 
 TARGET_OLD = (
@@ -64,17 +65,9 @@ def reviewed_ws(tmp_path: Path, review: str = "log") -> Path:
 
 
 def run(ws: Path, body: Callable[[Engine, list[Event]], Awaitable[Any]]) -> Any:
-    async def main() -> Any:
-        engine = Engine(ws)
-        events: list[Event] = []
-        engine.bus.listen(events.append)
-        await engine.start()
-        try:
-            return await body(engine, events)
-        finally:
-            await engine.close()
-
-    return asyncio.run(main())
+    """`body(engine, events)`, `events` what the engine published from its start on."""
+    events: list[Event] = []
+    return run_engine(ws, lambda engine: body(engine, events), prepare=lambda e: e.bus.listen(events.append))
 
 
 def git_log(ws: Path) -> list[dict[str, Any]]:
