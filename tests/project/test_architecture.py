@@ -4,6 +4,7 @@ wire contract. docs/architecture.md explains each rule."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -12,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.environment import REPO
+from tests.support.environment import REPO, bare_env
 
 PROBE = """
 import json, sys
