@@ -165,6 +165,7 @@ class Engine:
             publish=bus.publish,
             pending=self.pending.get,
             store=ws.state_dir / "replays",
+            limit=self.config.max_replays,
         )
         self.changes = Changes(
             workspace=ws,

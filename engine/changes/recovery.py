@@ -3,7 +3,9 @@ puts right before it does anything else:
 
 - lock files a killed git left in `.git` (no process holds them): removed, or every commit would
   wait and fail;
-- temporary files of atomic writes, and validation copies, whose process is gone: removed;
+- temporary files of atomic writes, and validation and replay copies, whose process is gone: removed;
+- processes that hook runs of the dead engine left running (a hook, what it started, a replay's
+  hooks): ended, found by their run tag (engine.hooks.groups);
 - tool calls that started and never ended: their change, if it is on disk and uncommitted, is
   committed with the attribution the call would have given it (never as an external change), and
   each call is recorded as interrupted;
@@ -21,7 +23,7 @@ from pathlib import Path
 
 from engine.changes.commits import CommitFailed, Commits
 from engine.changes.history import Changes
-from engine.hooks import validation
+from engine.hooks import groups, validation
 from engine.journal.store import Journal
 from engine.protocol.announcement import Announcement
 from engine.protocol.records import JSONDict, ToolCall
@@ -62,6 +64,15 @@ class Recovery:
         copies = await asyncio.to_thread(validation.remove_stale_copies)
         for path in [*temp, *copies]:
             log.info("removed %s, left by a process that died", path)
+        ended = await asyncio.to_thread(groups.end_leftovers, ws.root)
+        if ended:
+            shown = ", ".join(f"{pid} ({tag})" for pid, tag in sorted(ended.items())[:10])
+            more = f" and {len(ended) - 10} more" if len(ended) > 10 else ""
+            self._warn(
+                "recovery",
+                f"ended {len(ended)} process(es) that hook runs of an engine that died left running: "
+                f"{shown}{more}",
+            )
 
     def _another_engine(self) -> int | None:
         """The pid of another live engine announced for this workspace: its calls in progress are

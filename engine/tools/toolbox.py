@@ -112,6 +112,9 @@ class Tools:
         # call id -> the result a before_tool hook gave for that call: the tool does not run.
         self._presets: dict[str, str] = {}
         self.heartbeat = heartbeat
+        # Validations that run at once (each copies the workspace): made at the first one, with the
+        # configuration of then (max_validations).
+        self._validations: asyncio.Semaphore | None = None
 
     # ---- what the agent sees ----------------------------------------------------------------
 
@@ -350,13 +353,17 @@ class Tools:
     async def validate_hook(self, hook: str, content: str) -> validation.Validation:
         """`hook` is the canonical name: where the content lives in hooks/."""
         reg = self.registry.registration_for(hook)
+        config = self._config()
+        if self._validations is None:
+            self._validations = asyncio.Semaphore(config.max_validations)
         return await validation.validate(
             self.workspace.root,
             hook,
             content,
             reg.test if reg else None,
-            self._config().hook_timeout,
+            config.hook_timeout,
             self._env,
+            self._validations,
         )
 
     async def change_file(

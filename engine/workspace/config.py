@@ -60,6 +60,8 @@ class Config:
     # declares (docs/hooks.md, "Two protocols").
     hook_protocols: dict[str, str] = field(default_factory=dict)
     hook_warm_start: bool = True  # Python hooks forked from a ready interpreter (engine/warm/starts.py)
+    max_replays: int = 2  # replays that run at once (three copies of the workspace each); others wait
+    max_validations: int = 2  # validations (a copy of the workspace each) that run at once; others wait
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -191,6 +193,8 @@ _CONVERTERS: dict[str, Callable[[object], Any]] = {
     "review": _as_choice(REVIEW_MODES),
     "hook_protocols": _as_protocols,
     "hook_warm_start": _as_bool,
+    "max_replays": _positive(lambda v: _as_int(v, nullable=False)),
+    "max_validations": _positive(lambda v: _as_int(v, nullable=False)),
 }
 FIELDS = tuple(_CONVERTERS)
 

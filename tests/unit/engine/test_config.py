@@ -421,6 +421,8 @@ def test_env_covers_every_field() -> None:
         "EVOLVE_REVIEW": "gate",
         "EVOLVE_HOOK_PROTOCOLS": '{"a.py": "hcp"}',
         "EVOLVE_HOOK_WARM_START": "off",
+        "EVOLVE_MAX_REPLAYS": "3",
+        "EVOLVE_MAX_VALIDATIONS": "4",
     }
     assert {f"EVOLVE_{name.upper()}" for name in FIELDS} == set(env)
     loaded = load_config(Path("/nonexistent/evolve.jsonc"), env)
