@@ -3,6 +3,7 @@ parents, the notes beside commits (reviews, provenance)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 
 import git
@@ -186,6 +187,19 @@ class GitReads(GitProcess):
                 return None
             data: bytes = blob.data_stream.read()
             return int(blob.mode), data
+
+    def with_trailer(self, key: str, value: str, since: str | None = None) -> str | None:
+        """The newest commit (after `since`, when given) whose message has the trailer
+        `Evolve-<key>: <value>`, or None."""
+        pattern = f"^Evolve-{re.escape(key)}: {re.escape(value)}$"
+        args = ["log", "-n1", "--format=%H", "-E", f"--grep={pattern}"]
+        args.append(f"{since}..HEAD" if since else "HEAD")
+        with self._lock:
+            try:
+                out = self._git(*args).strip()
+            except GitError:
+                return None
+        return out or None
 
     def subject(self, sha: str) -> str:
         """The first line of a commit's message."""

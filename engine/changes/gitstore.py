@@ -12,6 +12,7 @@ runs git as `GitProcess` (`gitprocess`: lock retries, stale locks, identity).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -191,6 +192,28 @@ class GitStore(GitReads):
                         self._git("reset", "--hard", "-q", "HEAD")
                     raise RevertConflict(sha, conflicted or ["(unknown)"]) from None
             return self.commit(message, trailers)
+
+    def undo_half_revert(self, files: Sequence[str]) -> None:
+        """Put `files` back as HEAD has them and forget a revert in progress (REVERT_HEAD, the
+        sequencer): what a revert killed before its commit left. Files HEAD does not have are
+        removed. Nothing else of the work tree is touched."""
+        with self._lock:
+            with contextlib.suppress(GitError):
+                self._git("revert", "--quit")
+            for name in ("REVERT_HEAD", "CHERRY_PICK_HEAD"):
+                with contextlib.suppress(FileNotFoundError):
+                    (self.root / ".git" / name).unlink()
+            if not files:
+                return
+            tracked = set(self._git("ls-tree", "-r", "--name-only", "-z", "HEAD", "--", *files).split("\0"))
+            self._git("reset", "-q", "HEAD", "--", *files)
+            present = [f for f in files if f in tracked]
+            if present:
+                self._git("checkout", "-q", "HEAD", "--", *present)
+            for rel in files:
+                if rel not in tracked:
+                    with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+                        (self.root / rel).unlink()
 
     def keep(self, sha: str, ref: str) -> bool:
         """Point `ref` at `sha`, so that the commits stay in the repository; False when `sha` is gone."""

@@ -9,8 +9,11 @@ puts right before it does anything else:
 - tool calls that started and never ended: their change, if it is on disk and uncommitted, is
   committed with the attribution the call would have given it (never as an external change), and
   each call is recorded as interrupted;
-- an operator's approval of a held change that wrote the file but did not commit it: committed as
-  the approval.
+- an operator's decision under way (a revert, an approval or a rejection of a held change, written
+  down before it began: engine.changes.intents): finished as what it was, with its attribution and
+  its decision recorded, whatever point it had reached;
+- an operator's approval of a held change that wrote the file but did not commit it (an engine
+  that wrote down no intent): committed as the approval.
 """
 
 from __future__ import annotations
@@ -87,6 +90,7 @@ class Recovery:
         if self._another_engine() is not None:
             return
         async with self._commits.lock:
+            await self._decisions()
             await self._approvals()
             if self._journal is not None:
                 await self._tool_calls(self._journal)
@@ -149,6 +153,13 @@ class Recovery:
             message, trailers, paths, f"{call.tool} (interrupted)", ctx
         )
         return [c.sha for c in made]
+
+    async def _decisions(self) -> None:
+        """An operator's revert, approval or rejection the dead engine had begun: finished as what it
+        was (its commit with its attribution, its decision recorded)."""
+        for intent in await asyncio.to_thread(self._changes.interrupted):
+            done = await self._changes.finish(intent)
+            self._warn("recovery", f"an interrupted {intent.kind} ({intent.id}): {done}")
 
     async def _approvals(self) -> None:
         """A held change whose approval wrote the file and died before the commit: the file has the

@@ -420,7 +420,11 @@ class Tools:
             try:
                 commit = await self._commits.commit(message, trailers, [shown])
             except CommitFailed as exc:
-                success += f" (warning: not committed to git: {exc}; it will be in the next commit)"
+                self._commits.owe(message, trailers, [shown])
+                success += (
+                    f" (warning: not committed to git yet: {exc}; it is committed with this call's "
+                    "attribution as soon as git lets the engine)"
+                )
             else:
                 if commit:
                     ctx.commits.append(commit.sha)

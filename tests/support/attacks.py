@@ -84,3 +84,27 @@ def warnings_in_journal(ws: Path, source: str) -> list[str]:
     rows = journal_rows(ws, "SELECT data FROM events WHERE kind = 'warning' ORDER BY started_at")
     found = [json.loads(data).get("data") or {} for (data,) in rows]
     return [str(d.get("message")) for d in found if d.get("source") == source]
+
+
+def pausing_git(bin_dir: Path, when: list[str], mark: Path, pause: float = 60.0) -> dict[str, str]:
+    """A `git` on PATH (in `bin_dir`) that runs the real git, then, when its arguments hold each
+    text of `when` in that order, writes its pid to `mark` and sleeps `pause` seconds before it exits: the
+    moment for a test to kill the engine that ran it (put `mark` in Engines.pids, so that the
+    sleeping git is ended with the test). Returns the environment that puts it first on PATH."""
+    import shutil
+
+    real = shutil.which("git")
+    assert real is not None, "git is not installed"
+    pattern = "*" + "*".join('"' + part.replace('"', '\\"') + '"' for part in when) + "*"
+    write(
+        bin_dir / "git",
+        f"""#!/bin/sh
+"{real}" "$@"
+status=$?
+case "$*" in
+  {pattern}) echo $$ > "{mark}"; sleep {pause} ;;
+esac
+exit $status
+""",
+    )
+    return {"PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
