@@ -12,7 +12,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from engine.api.http import ApiError, Router, answer, body, opt_str, query
-from engine.journal.store import Journal
+from engine.api.journaling import journal_failing
+from engine.journal.store import Journal, JournalFailing
 from engine.protocol import routes
 from engine.protocol.records import (
     DispatchList,
@@ -40,9 +41,12 @@ class Dispatching(Protocol):
 
 
 async def flushed(journal: Journal) -> None:
-    """Wait until what the journal was given is on disk; a 503 (retry) when its writer is stuck."""
+    """Wait until what the journal was given is on disk; a 503 (retry) when its writer is stuck or
+    cannot write."""
     try:
         await asyncio.to_thread(journal.flush, FLUSH_TIMEOUT_S)
+    except JournalFailing as exc:
+        raise journal_failing(str(exc)) from None
     except TimeoutError:
         raise ApiError(
             503,

@@ -25,7 +25,7 @@ from engine.core.bus import EventBus
 from engine.hooks import validation
 from engine.hooks.discovery import HookFile, HookTool
 from engine.hooks.registry import HookRegistry
-from engine.journal.store import Journal
+from engine.journal.store import Journal, JournalFailing
 from engine.protocol.events import EventKind
 from engine.protocol.records import (
     HookRun,
@@ -266,7 +266,12 @@ class Tools:
         self._journal.tool_call_started(call, intent)
         try:
             await asyncio.to_thread(self._journal.flush)
-        except TimeoutError:  # the journal is stuck: the change goes ahead, as it would without one
+        except JournalFailing as exc:  # no record of the change: refused, nothing is changed
+            raise ToolFailed(
+                f"error: the journal cannot write ({exc}): nothing was changed; the engine takes "
+                "changes again once its journal can write"
+            ) from exc
+        except TimeoutError:  # the journal is slow: the change goes ahead, as it would without one
             log.warning("tool call %s: the journal did not confirm its start in time", call.id)
 
     def _provenance(self, ctx: CallContext) -> Provenance:
