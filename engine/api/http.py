@@ -188,6 +188,13 @@ def opt_str(data: dict[str, Any], key: str) -> str | None:
     raise ApiError(400, f"{key!r} must be a string")
 
 
+def opt_id(data: dict[str, Any], key: str) -> str | None:
+    """`data[key]` as an id (a session's, a call's): a string whose lone surrogates are written as
+    their `\\uXXXX` escapes, so that it can name the thing in a URL, in git and in the journal."""
+    value = opt_str(data, key)
+    return None if value is None else strictjson.escaped(value)
+
+
 def opt_obj(data: dict[str, Any], key: str, where: str = "") -> dict[str, Any] | None:
     """`data[key]` when it is an object, None when absent or null; else a 400 naming the field."""
     value = data.get(key)

@@ -11,7 +11,7 @@ from typing import Any, Protocol
 from starlette.requests import Request
 from starlette.responses import Response
 
-from engine.api.http import ApiError, Router, answer, body, opt_str, query
+from engine.api.http import ApiError, Router, answer, body, opt_id, query
 from engine.api.journaling import journal_failing
 from engine.journal.store import Journal, JournalFailing
 from engine.protocol import routes
@@ -71,7 +71,7 @@ def add_run_routes(router: Router, journal: Journal | None, stages: Dispatching)
         name = request.path_params["stage"]
         if name not in STAGES:
             raise ApiError(404, f"unknown stage {name!r}; stages: {', '.join(STAGES)}")
-        result = await stages.dispatch(name, context, session=opt_str(data, "session"))
+        result = await stages.dispatch(name, context, session=opt_id(data, "session"))
         if not (data.get("with_runs") and journal is not None):
             return answer(result)
         await flushed(journal)

@@ -8,7 +8,7 @@ from typing import Any, Protocol
 from starlette.requests import Request
 from starlette.responses import Response
 
-from engine.api.http import ApiError, Router, body, opt_obj, opt_str
+from engine.api.http import ApiError, Router, body, opt_id, opt_obj, opt_str
 from engine.api.shapes import history_of
 from engine.api.shim import Shim
 from engine.protocol import routes
@@ -32,7 +32,7 @@ def add_tool_routes(router: Router, shim: Shim, tools: Tools, turns: Turns) -> N
     async def permission(request: Request) -> Response:
         data = await body(request)
         args = opt_obj(data, "args") or {}
-        ask = tools.permission_request(request.path_params["name"], args, opt_str(data, "call_id"))
+        ask = tools.permission_request(request.path_params["name"], args, opt_id(data, "call_id"))
         return shim.answer(PermissionAnswer(ask))
 
     @router.serve(routes.TOOL_CALL)
@@ -48,11 +48,11 @@ def add_tool_routes(router: Router, shim: Shim, tools: Tools, turns: Turns) -> N
             request.path_params["name"],
             args,
             session=session,
-            call_id=opt_str(data, "call_id"),
+            call_id=opt_id(data, "call_id"),
             origin=opt_str(data, "origin") or "tool",
             context=turns.turn_context(session, context),
             permission=opt_str(data, "permission"),
             refused=opt_str(data, "refused"),
-            turn=opt_str(data, "turn"),
+            turn=opt_id(data, "turn"),
         )
         return shim.answer(result)

@@ -23,6 +23,7 @@ from engine.changes.gitprocess import IDENTITY, GitError
 from engine.changes.gitreads import NOTES_REF, GitReads
 from engine.changes.trailers import TRAILER_PREFIX, message_with, parse_trailers, trailers_text
 from engine.changes.worktree import SCAN_LIMIT, touched_since, uncommitted
+from engine.core import strictjson
 from engine.workspace.layout import TEMP_SUFFIX
 
 # Names this module had before it was split, for those that import them from here.
@@ -170,7 +171,9 @@ class GitStore(GitReads):
         self.add_note(NOTES_REF, sha, note)
 
     def add_note(self, ref: str, sha: str, note: str) -> None:
-        """Attach `note` to the commit `sha` under `ref` (replacing an earlier one)."""
+        """Attach `note` to the commit `sha` under `ref` (replacing an earlier one). A NUL (which no
+        command line holds) is written as `\\x00`, a lone surrogate as its escape."""
+        note = strictjson.escaped(note.replace("\0", "\\x00"))
         with self._lock:
             self._git("notes", f"--ref={ref}", "add", "-f", "-m", note, sha, env=self._env())
 

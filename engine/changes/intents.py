@@ -34,7 +34,7 @@ class Intents:
         """Write the decision down (on disk when this returns)."""
         intent = Intent(new_id("int"), kind, time.time(), dict(data))
         record = {"id": intent.id, "kind": kind, "started_at": intent.started_at, "data": intent.data}
-        write_atomic(self.dir / f"{intent.id}.json", strictjson.dumps(record).encode())
+        write_atomic(self.dir / f"{intent.id}.json", strictjson.dumps(record).encode(), parents=False)
         return intent
 
     def done(self, intent: Intent) -> None:

@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.core.strictjson import escaped
 from engine.journal.store import Journal
 from engine.protocol.records import Delivered, SessionChanged, SessionInfo
 
@@ -92,6 +93,10 @@ class Session:
 
 
 class SessionStore:
+    """The sessions the engine knows, by id. An id with a lone surrogate (a client's broken text) is
+    kept with it written as its `\\uXXXX` escape (strictjson.escaped), so that it names the session
+    in a URL, in git and in the journal alike."""
+
     def __init__(self, journal: Journal | None, publish: Callable[[SessionChanged], object]) -> None:
         self._journal = journal
         self._publish = publish
@@ -115,16 +120,19 @@ class SessionStore:
     # ---- reading ----------------------------------------------------------------------------
 
     def find(self, session_id: str) -> Session | None:
+        session_id = escaped(session_id)
         return self._sessions.get(session_id)
 
     def known(self) -> list[Session]:
         return list(self._sessions.values())
 
     def frozen(self, session_id: str) -> list[str] | None:
+        session_id = escaped(session_id)
         session = self._sessions.get(session_id)
         return session.system if session else None
 
     def history(self, session_id: str) -> list[Any]:
+        session_id = escaped(session_id)
         session = self._sessions.get(session_id)
         if session is None:
             return []
@@ -137,6 +145,7 @@ class SessionStore:
         return session.history
 
     def info(self, session_id: str, with_history: bool = False) -> SessionInfo | None:
+        session_id = escaped(session_id)
         session = self._sessions.get(session_id)
         if session is None:
             return None
@@ -148,6 +157,7 @@ class SessionStore:
 
     def get(self, session_id: str) -> Session:
         """The session, created (and announced) if the engine did not know it."""
+        session_id = escaped(session_id)
         session = self._sessions.get(session_id)
         if session is None:
             session = self._sessions[session_id] = Session(session_id)
@@ -157,6 +167,7 @@ class SessionStore:
     def update(self, session_id: str, **fields: Any) -> Session:
         """Set the given fields (title, busy, agent, model, tokens, connection); announced and
         persisted only when one of them really changed."""
+        session_id = escaped(session_id)
         session = self.get(session_id)
         changed = False
         for name, value in fields.items():
@@ -168,6 +179,7 @@ class SessionStore:
         return session
 
     def freeze(self, session_id: str, system: list[str]) -> None:
+        session_id = escaped(session_id)
         session = self.get(session_id)
         session.system = list(system)
         session.frozen_at = time.time()
@@ -175,6 +187,7 @@ class SessionStore:
 
     def unfreeze(self, session_id: str) -> bool:
         """Drop the session's frozen prompt: its next request composes one anew. False when it had none."""
+        session_id = escaped(session_id)
         session = self._sessions.get(session_id)
         if session is None or session.system is None:
             return False
@@ -183,11 +196,13 @@ class SessionStore:
         return True
 
     def notified(self, session_id: str, delivered: Delivered) -> None:
+        session_id = escaped(session_id)
         session = self.get(session_id)
         session.notifications.append(delivered)
         self._changed(session, "notified")
 
     def set_history(self, session_id: str, history: list[Any]) -> None:
+        session_id = escaped(session_id)
         session = self.get(session_id)
         if history != session.history:
             session.history = history
@@ -214,6 +229,7 @@ class SessionStore:
         """A session opencode deleted: it receives no more notifications."""
         if not session_id:
             return
+        session_id = escaped(session_id)
         session = self._sessions.pop(session_id, None)
         self._dirty.discard(session_id)
         if self._journal is not None:

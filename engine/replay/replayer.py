@@ -433,7 +433,7 @@ class Replayer:
 
     def _keep(self, record: ReplayResult) -> None:
         # strictjson: text with a lone surrogate (a session id a client sent) is kept, \u-escaped
-        write_atomic(self._path(record.target), strictjson.dumps(record.to_dict()).encode())
+        write_atomic(self._path(record.target), strictjson.dumps(record.to_dict()).encode(), parents=False)
         kept = sorted(self._store.glob("*.json"), key=lambda p: p.stat().st_mtime)
         for old in kept[: max(len(kept) - KEEP_RESULTS, 0)]:
             with contextlib.suppress(OSError):

@@ -397,6 +397,13 @@ class Tools:
                 new = change(old)
             except EditFailed as exc:
                 raise ToolFailed(str(exc)) from exc
+            try:
+                new.encode("utf-8", errors="surrogateescape")  # the bytes it read come back as they were
+            except UnicodeEncodeError as exc:
+                raise ToolFailed(
+                    f"error: the new content of {shown} holds text a file cannot (an unpaired surrogate "
+                    f"at character {exc.start}, such as half an emoji); nothing was written"
+                ) from exc
             if hook is not None:
                 result = await self.validate_hook(hook, new)
                 ctx.validation = evidence(result)
