@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import stat
 import tempfile
 import threading
@@ -236,3 +237,20 @@ def test_validations_beyond_the_limit_wait_without_a_copy(tmp_path: Path) -> Non
     most, outputs = run_engine(ws, body, env=isolated_env(tmp_path / "home"))
     assert all(str(o).startswith("validation passed") for o in outputs), outputs
     assert 1 <= most <= 2
+
+
+def test_copies_are_made_for_their_owner_only(tmp_path: Path) -> None:
+    """A copy holds the workspace (prompts, hooks, data): its directory is 0700, as `state/` is."""
+    from engine.workspace.copies import copy_workspace, new_copy_dir
+
+    ws = tmp_path / "ws"
+    write(ws / "prompts" / "chat.md", "chat\n", 0o644)
+    for kind in ("validate", "replay"):
+        copy = new_copy_dir(kind)
+        try:
+            assert stat.S_IMODE(copy.stat().st_mode) == 0o700
+            assert copy.name.startswith(f"evolve-{kind}-{os.getpid()}-")
+            copied = copy_workspace(ws, copy)
+            assert copied.files == 1 and (copy / "prompts" / "chat.md").read_text() == "chat\n"
+        finally:
+            shutil.rmtree(copy)
