@@ -386,6 +386,9 @@ class Engine:
         await self.registry.discover()
         if watch:
             self._watching = asyncio.create_task(self.watcher.run())
+            # One turn of the loop: the watcher sets its watches up before its first wait, so that an
+            # edit made as soon as the engine answers is seen.
+            await asyncio.sleep(0)
         if heartbeat:
             self.heartbeat.start()
         if watch:

@@ -272,3 +272,23 @@ def test_the_engine_is_assembled_in_order() -> None:
                 problems.append(f"line {statement.lineno}: self.{name} reaches {sorted(early)}, built later")
         built |= assigned
     assert problems == []
+
+
+def test_the_wheel_lists_every_package_of_the_code() -> None:
+    """pyproject.toml names its packages one by one (the shim is a directory installed under another
+    name): a package missing there is missing from an installed evolve."""
+    import tomllib
+
+    listed = set(
+        tomllib.loads((REPO / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"]
+    )
+    found = {
+        ".".join(init.parent.relative_to(REPO).parts)
+        for top in ("engine", "evolve_console", "evolve_demo")
+        for init in (REPO / top).rglob("__init__.py")
+        if "example" not in init.parts
+    }
+    assert found - listed == set(), (
+        f"add these to [tool.setuptools] packages in pyproject.toml: {sorted(found - listed)}"
+    )
+    assert listed - found - {"evolve_shim"} == set()
