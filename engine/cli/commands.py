@@ -21,6 +21,7 @@ from engine.cli.common import (
     json_arg,
     print_json,
     running_client,
+    say,
     with_engine,
     workspace,
 )
@@ -205,10 +206,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     root = workspace(args)
     try:
-        return asyncio.run(serve(root, args.host, args.port))
+        code = asyncio.run(serve(root, args.host, args.port))
     except AlreadyRunning as exc:
         print(f"evolve serve: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # before serve() took over the signal: asyncio cancelled it
+        code = 130
+    if code == 130:
+        say(f"evolve serve: interrupted; the engine for {root} stopped")
+    return code
 
 
 def cmd_stop(args: argparse.Namespace) -> int:

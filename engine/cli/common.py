@@ -4,6 +4,7 @@ JSON arguments and output, an engine in this process for one command, and the ru
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -19,6 +20,12 @@ if TYPE_CHECKING:
 
 class UsageError(Exception):
     """A mistake in how the command was called: printed without a traceback, exit status 2."""
+
+
+def say(line: str) -> None:
+    """One line on stderr, unless the terminal is gone (a closed terminal is no reason to fail)."""
+    with contextlib.suppress(OSError):
+        print(line, file=sys.stderr, flush=True)
 
 
 def directory(path: str, option: str) -> Path:
