@@ -36,6 +36,20 @@ def directory(path: str, option: str) -> Path:
     return found
 
 
+def project_directory(path: str | None, command: str) -> Path:
+    """The opencode project `--project` names (default: the current directory), made when it does not
+    exist yet (a new project), with a line that says so: a mistyped path shows at once."""
+    if path is None:
+        return Path.cwd()
+    found = Path(path).expanduser().absolute()
+    if found.exists() and not found.is_dir():
+        raise UsageError(f"--project {found}: not a directory")
+    if not found.exists():
+        found.mkdir(parents=True)
+        say(f"evolve {command}: created the project directory {found} (it did not exist)")
+    return found
+
+
 def print_json(value: Any) -> None:
     json.dump(value, sys.stdout, indent=2, ensure_ascii=False)
     sys.stdout.write("\n")
