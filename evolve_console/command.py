@@ -135,6 +135,8 @@ def _closing_line(workspace: Path | None, what: str) -> None:
     """One line, so nobody wonders whether the agent stopped with the console."""
     from engine.protocol import Announcement
 
+    if workspace is None and what == "closed":  # attached to an engine elsewhere: nothing to say
+        return
     found = Announcement.read(workspace) if workspace is not None else None
     if found is None:
         line = f"evolve console: {what}"

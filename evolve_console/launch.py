@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -76,7 +77,10 @@ def _to_the_end(argv: list[str]) -> None:
 
 def _start(argv: list[str], **options: Any) -> tuple[subprocess.Popen[bytes], bool]:
     """`subprocess.Popen(argv, **options)` and whether a Ctrl-C came meanwhile: one raised inside
-    Popen would leave the process running with nobody holding it."""
+    Popen would leave the process running with nobody holding it. (Off the main thread, where the
+    console's `E` key starts an engine, no Ctrl-C is raised.)"""
+    if threading.current_thread() is not threading.main_thread():
+        return subprocess.Popen(argv, **options), False
     interrupted: list[int] = []
     previous = signal.signal(signal.SIGINT, lambda signum, frame: interrupted.append(signum))
     try:

@@ -25,6 +25,8 @@ import pytest
 
 from tests.support.warm import VARIABLE, WarmLoop, warm_enabled
 
+pytest_plugins = ["tests.support.leftovers"]  # after the last test: nothing left in HOME or TMPDIR
+
 _OWN_BASETEMP = pytest.StashKey[str]()
 _FAILED = pytest.StashKey[bool]()
 

@@ -327,7 +327,7 @@ class Replayer:
         self._progress(record, "copying the workspace", force=True)
         versions: list[Version] = []
         for name, overlay in (("before", change.before), ("again", change.before), ("after", change.after)):
-            await asyncio.to_thread(materialize, self._root, scratch / name, overlay)
+            await _to_the_end(materialize, self._root, scratch / name, overlay)
             versions.append(Version(scratch / name, self._env, self._slots))
         before, again, after = versions
         for name, version in (("before", before), ("after", after)):
@@ -435,3 +435,15 @@ def _note(journal: Journal | None, compared: list[InputComparison]) -> str | Non
     if journal is None:
         return "this engine runs without a journal: no recorded inputs"
     return None if compared else "no recorded inputs in the journal"
+
+
+async def _to_the_end(func: Callable[..., object], *args: object) -> None:
+    """`func(*args)` in a thread, waited for to its end even when the task is cancelled meanwhile
+    (the cancel is raised after it): a copy of the workspace still being written when the replay's
+    scratch directory is removed would recreate part of it, left behind."""
+    done = asyncio.ensure_future(asyncio.to_thread(func, *args))
+    try:
+        await asyncio.shield(done)
+    except asyncio.CancelledError:
+        await asyncio.wait({done})
+        raise
