@@ -144,8 +144,13 @@ def test_closing_the_terminal_while_the_console_shows_stops_the_demo(
     # The demo's opencode has a temporary directory of its own, inside the demo's: its native library
     # is there, not in the TMPDIR the demo was given.
     base = demo_dir(tmp)
-    assert base is not None and [p.name for p in tmp.iterdir()] == [base.name]
-    assert list((base / "home" / ".tmp").glob(".*.so"))
+    assert base is not None
+    wait_for(
+        "opencode's library in its own directory",
+        lambda: list((base / "home" / ".tmp").glob(".*.so")),
+        timeout=120,
+    )
+    assert [p.name for p in tmp.iterdir()] == [base.name]
     term.kill()  # tmux's server goes: the demo gets SIGHUP, as when a terminal window is closed
     assert_nothing_left(tmp, pid)
 
