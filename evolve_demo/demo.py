@@ -25,6 +25,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -90,9 +91,17 @@ def without_settings(env: dict[str, str]) -> dict[str, str]:
 
 
 class Demo:
-    def __init__(self, options: DemoOptions, progress: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        options: DemoOptions,
+        progress: Callable[[str], None],
+        spawning: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
+    ) -> None:
         self.options = options
         self.progress = progress
+        # Around starting a process: a signal that would stop the demo waits until the process is
+        # held (evolve_demo/signals.py), so that the stop can end it.
+        self.spawning = spawning
         self.keep = options.directory is not None
         self.base = (options.directory or Path(tempfile.mkdtemp(prefix="evolve-demo-"))).absolute()
         self.home = self.base / "home"
@@ -168,23 +177,25 @@ class Demo:
         install(self.project, self.workspace)
 
     def _run(self, argv: list[str], what: str) -> None:
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=120, env=without_settings(dict(os.environ))
-        )
+        with self.spawning():  # made whole (an `evolve init` cut short would write on as it is removed)
+            proc = subprocess.run(
+                argv, capture_output=True, text=True, timeout=120, env=without_settings(dict(os.environ))
+            )
         if proc.returncode != 0:
             raise DemoError(f"{what} failed (exit {proc.returncode}): {proc.stderr.strip()}")
 
     def _start_engine(self) -> Announcement:
         log = open(self.base / "engine.log", "ab")  # noqa: SIM115 - handed to the child
-        self.engine = subprocess.Popen(
-            [sys.executable, "-m", "engine", "serve", "--workspace", str(self.workspace)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            cwd=self.workspace,
-            env=without_settings(dict(os.environ)),
-            start_new_session=True,  # a Ctrl-C in the terminal reaches the demo, which stops it
-        )
+        with self.spawning():
+            self.engine = subprocess.Popen(
+                [sys.executable, "-m", "engine", "serve", "--workspace", str(self.workspace)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                cwd=self.workspace,
+                env=without_settings(dict(os.environ)),
+                start_new_session=True,  # a Ctrl-C in the terminal reaches the demo, which stops it
+            )
         log.close()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -201,15 +212,16 @@ class Demo:
         self.opencode_url = f"http://127.0.0.1:{port}"
         env = opencode_setup.opencode_env(without_settings(dict(os.environ)), self.home, self.project)
         log = open(self.base / "opencode.log", "ab")  # noqa: SIM115 - handed to the child
-        self.opencode = subprocess.Popen(
-            [str(binary), "serve", "--port", str(port), "--hostname", "127.0.0.1"],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            cwd=self.project,
-            env=env,
-            start_new_session=True,
-        )
+        with self.spawning():
+            self.opencode = subprocess.Popen(
+                [str(binary), "serve", "--port", str(port), "--hostname", "127.0.0.1"],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                cwd=self.project,
+                env=env,
+                start_new_session=True,
+            )
         log.close()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -363,7 +375,7 @@ def run(options: DemoOptions) -> int:
     signals = DemoSignals()
     signals.install()
     try:
-        demo = Demo(options, say_line)
+        demo = Demo(options, say_line, signals.deferred)
     except Stopped:  # nothing is started yet
         say_line(signals.why)
         return signals.exit_status or 1

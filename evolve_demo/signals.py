@@ -4,7 +4,8 @@
 The demo goes through three phases, and a signal means something different in each:
 
 - starting (opencode, the engine, the scripted model): the start is abandoned where it is (the signal
-  raises `Stopped` in the main thread), and the demo stops what it had started so far;
+  raises `Stopped` in the main thread; while a process is being started, once it is started and
+  held), and the demo stops what it had started so far;
 - the console shows: the console closes as `q` closes it, with the signal's exit status (in the
   console, the Ctrl-C key is the console's; a SIGINT comes from elsewhere, e.g. `kill -INT`);
 - stopping: the signal is noted and otherwise ignored, so that the stop runs to its end: no process
@@ -20,6 +21,7 @@ import contextlib
 import signal
 import threading
 import time
+from collections.abc import Iterator
 from types import FrameType
 from typing import TYPE_CHECKING, Any
 
@@ -54,6 +56,24 @@ class DemoSignals:
         for sig in SIGNALS:
             if signal.getsignal(sig) is not signal.SIG_IGN:
                 signal.signal(sig, self._handle)
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator[None]:
+        """While the demo starts a process: a signal that comes meanwhile stops the demo once the
+        process is started and held (raised inside Popen, it would leave the process running with
+        nobody to stop it)."""
+        if self._phase != "starting":
+            yield
+            return
+        self._phase = "spawning"
+        try:
+            yield
+        finally:
+            if self._phase == "spawning":
+                self._phase = "starting"
+        if self.received is not None and self._phase == "starting":
+            self._phase = "stopping"
+            raise Stopped(self.received)
 
     def console_opens(self, console: App[Any]) -> None:
         self._console = console
