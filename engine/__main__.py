@@ -1,3 +1,3 @@
-from engine.cli.main import main
+from engine.cli.entry import main
 
 raise SystemExit(main())

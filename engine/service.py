@@ -104,7 +104,10 @@ def running(root: Path, timeout: float = 2.0) -> Announcement | None:
 async def serve(
     root: Path, host: str = "127.0.0.1", port: int = 0, ready: Callable[[Announcement], None] | None = None
 ) -> int:
-    """Run the engine and its API until SIGTERM/SIGINT or a shutdown request."""
+    """Run the engine and its API until SIGTERM/SIGINT or a shutdown request; 130 when SIGINT (a
+    Ctrl-C) stopped it, else 0. From the first moment, those signals ask for the same orderly stop as
+    a shutdown request, also during the start and the stop (a second Ctrl-C cannot cut the stop
+    short and leave the announcement or the hooks' interpreters behind)."""
     import uvicorn
 
     from engine.api import build_app
@@ -113,6 +116,15 @@ async def serve(
     ws = Workspace(root)
     lock = acquire_lock(ws)
     engine = Engine(root)
+    loop = asyncio.get_running_loop()
+    signals: list[int] = []
+
+    def on_signal(sig: int) -> None:
+        signals.append(sig)
+        engine.request_shutdown()
+
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, on_signal, sig)
     token = secrets.token_urlsafe(32)
     # IPPROTO_TCP explicitly: asyncio turns TCP_NODELAY on only for sockets that say so, and
     # without it every response body waits ~40 ms for the client's delayed ACK.
@@ -136,7 +148,6 @@ async def serve(
     )
     server = uvicorn.Server(config)
     announcement = Announcement(url, token, os.getpid(), __version__, API_VERSION, str(root))
-    loop = asyncio.get_running_loop()
     watching: asyncio.Task[None] | None = None
 
     def gone(reason: str) -> None:
@@ -153,20 +164,19 @@ async def serve(
         )
         if ready is not None:
             ready(announcement)
-        serve_task = asyncio.create_task(server.serve(sockets=[sock]))
-        stop = asyncio.create_task(engine.shutdown_requested.wait())
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, engine.request_shutdown)
-        await asyncio.wait({serve_task, stop}, return_when=asyncio.FIRST_COMPLETED)
-        server.should_exit = True
-        await asyncio.gather(serve_task, return_exceptions=True)
-        stop.cancel()
+        if not engine.shutdown_requested.is_set():  # a signal during the start: stop at once
+            serve_task = asyncio.create_task(server.serve(sockets=[sock]))
+            stop = asyncio.create_task(engine.shutdown_requested.wait())
+            await asyncio.wait({serve_task, stop}, return_when=asyncio.FIRST_COMPLETED)
+            server.should_exit = True
+            await asyncio.gather(serve_task, return_exceptions=True)
+            stop.cancel()
     finally:
         if watching is not None:
             watching.cancel()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(sig)
         announcement.remove()
         await engine.close()
         lock.release()
-    return 0
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(sig)
+    return 130 if signal.SIGINT in signals else 0

@@ -4,10 +4,21 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
+import shlex
+import shutil
+import signal
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from types import FrameType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from textual.app import App
 
 
 def register(sub: Any, common: argparse.ArgumentParser) -> None:
@@ -44,11 +55,12 @@ def run(args: argparse.Namespace) -> int:
     except LaunchError as exc:
         print(f"evolve console: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # before the console opened (a Ctrl-C in it is a key: it says to press q)
+        _closing_line(workspace, "interrupted")
+        return 130
 
 
 def _run_console(workspace: Path | None, attach: str | None, token: str | None, bell: bool | None) -> int:
-    from engine.protocol import Announcement
-
     from .app import EvolveConsole
     from .client import Target
     from .launch import LaunchError, engine_for
@@ -60,16 +72,96 @@ def _run_console(workspace: Path | None, attach: str | None, token: str | None, 
     else:
         assert workspace is not None
         target = engine_for(workspace)
-    EvolveConsole(target, bell=bell).run()
-    if workspace is not None:  # one line, so nobody wonders whether the agent stopped with the console
-        found = Announcement.read(workspace)
-        print(
-            f"evolve console: closed; the engine for {workspace} keeps running"
-            + (f" (pid {found.pid})" if found else "")
-            + f"; stop it with: evolve stop --workspace {workspace}",
-            file=sys.stderr,
+    app = EvolveConsole(target, bell=bell)
+    interrupted: list[int] = []
+
+    def on_sigint(signum: int, frame: object) -> None:
+        # A SIGINT from elsewhere (`kill -INT`; in the console the Ctrl-C key is a key) closes it as q
+        # does; one that comes while it is still starting, as soon as it runs (its terminal restored).
+        interrupted.append(signum)
+        threading.Thread(target=_once_running, args=(app, app.exit, None, 130), daemon=True).start()
+
+    signal.signal(signal.SIGINT, on_sigint)
+    run_in_terminal(app)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    _closing_line(workspace, "interrupted" if interrupted else "closed")
+    return 130 if interrupted else 0
+
+
+def run_in_terminal(app: App[Any]) -> None:
+    """`app.run()`, its process left as it was. Textual resumes its terminal on any SIGCONT, even one
+    with no suspend before it (the kernel sends one with the SIGHUP of a closed terminal) and one
+    after it closed: it then starts an input thread that spins on the dead terminal and keeps the
+    process from ever exiting. Here a SIGCONT resumes it only after a SIGTSTP (Ctrl-Z) suspended it,
+    and Textual's handlers go with it."""
+    kept = {sig: signal.getsignal(sig) for sig in (signal.SIGTSTP, signal.SIGCONT)}
+    threading.Thread(target=_once_running, args=(app, _resume_after_suspend_only), daemon=True).start()
+    try:
+        app.run()
+    finally:
+        for sig, handler in kept.items():
+            signal.signal(sig, handler)
+
+
+def _resume_after_suspend_only() -> None:
+    """Wrap Textual's SIGTSTP and SIGCONT handlers (in the main thread, the app running)."""
+    suspend, resume = signal.getsignal(signal.SIGTSTP), signal.getsignal(signal.SIGCONT)
+    suspended: list[int] = []
+
+    def on_suspend(signum: int, frame: FrameType | None) -> None:
+        suspended.append(signum)
+        if callable(suspend):
+            suspend(signum, frame)
+
+    def on_resume(signum: int, frame: FrameType | None) -> None:
+        if suspended and callable(resume):
+            suspended.clear()
+            resume(signum, frame)
+
+    signal.signal(signal.SIGTSTP, on_suspend)
+    signal.signal(signal.SIGCONT, on_resume)
+
+
+def _once_running(app: App[Any], then: Callable[..., object], *args: object) -> None:
+    """Call `then(*args)` in the app's thread once it runs (nothing if it never does, or closed)."""
+    deadline = time.monotonic() + 60
+    while not app.is_running and time.monotonic() < deadline:
+        time.sleep(0.05)
+    with contextlib.suppress(RuntimeError):  # closed already
+        app.call_from_thread(then, *args)
+
+
+def _closing_line(workspace: Path | None, what: str) -> None:
+    """One line, so nobody wonders whether the agent stopped with the console."""
+    from engine.protocol import Announcement
+
+    if workspace is None and what == "closed":  # attached to an engine elsewhere: nothing to say
+        return
+    found = Announcement.read(workspace) if workspace is not None else None
+    if found is None:
+        line = f"evolve console: {what}"
+    else:
+        line = (
+            f"evolve console: {what}; the engine for {workspace} keeps running (pid {found.pid}); "
+            f"stop it with: {evolve_here()} stop --workspace {workspace}"
         )
-    return 0
+    with contextlib.suppress(OSError):  # the terminal is gone
+        print(line, file=sys.stderr)
+
+
+def evolve_here() -> str:
+    """`evolve` as the shell that started this one can run it: `evolve` when its PATH finds this
+    program, else the program's full path (./scripts/run.sh runs .venv/bin/evolve without it on PATH)."""
+    program = Path(sys.argv[0]).absolute() if sys.argv and sys.argv[0] else None
+    if program is None or program.name != "evolve":  # `python -m engine`
+        program = Path(sys.executable).parent / "evolve"
+        if not program.is_file():
+            return f"{shlex.quote(sys.executable)} -m engine"
+    on_path = shutil.which("evolve")
+    with contextlib.suppress(OSError):
+        if on_path is not None and os.path.samefile(on_path, program):
+            return "evolve"
+    return shlex.quote(str(program))
 
 
 def _confirm(workspace: object) -> bool:

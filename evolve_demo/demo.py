@@ -25,9 +25,9 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import httpx
 
@@ -37,6 +37,7 @@ from engine.protocol.announcement import Announcement
 
 from . import opencode_setup
 from .scripted_model import MockLLM
+from .signals import DemoSignals, Stopped
 from .story import BAD_RULE, OPENING, Story
 
 MODEL_PROVIDER = "scripted"
@@ -90,9 +91,17 @@ def without_settings(env: dict[str, str]) -> dict[str, str]:
 
 
 class Demo:
-    def __init__(self, options: DemoOptions, progress: Callable[[str], None]) -> None:
+    def __init__(
+        self,
+        options: DemoOptions,
+        progress: Callable[[str], None],
+        spawning: Callable[[], AbstractContextManager[object]] = contextlib.nullcontext,
+    ) -> None:
         self.options = options
         self.progress = progress
+        # Around starting a process: a signal that would stop the demo waits until the process is
+        # held (evolve_demo/signals.py), so that the stop can end it.
+        self.spawning = spawning
         self.keep = options.directory is not None
         self.base = (options.directory or Path(tempfile.mkdtemp(prefix="evolve-demo-"))).absolute()
         self.home = self.base / "home"
@@ -168,23 +177,25 @@ class Demo:
         install(self.project, self.workspace)
 
     def _run(self, argv: list[str], what: str) -> None:
-        proc = subprocess.run(
-            argv, capture_output=True, text=True, timeout=120, env=without_settings(dict(os.environ))
-        )
+        with self.spawning():  # made whole (an `evolve init` cut short would write on as it is removed)
+            proc = subprocess.run(
+                argv, capture_output=True, text=True, timeout=120, env=without_settings(dict(os.environ))
+            )
         if proc.returncode != 0:
             raise DemoError(f"{what} failed (exit {proc.returncode}): {proc.stderr.strip()}")
 
     def _start_engine(self) -> Announcement:
         log = open(self.base / "engine.log", "ab")  # noqa: SIM115 - handed to the child
-        self.engine = subprocess.Popen(
-            [sys.executable, "-m", "engine", "serve", "--workspace", str(self.workspace)],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            cwd=self.workspace,
-            env=without_settings(dict(os.environ)),
-            start_new_session=True,  # a Ctrl-C in the terminal reaches the demo, which stops it
-        )
+        with self.spawning():
+            self.engine = subprocess.Popen(
+                [sys.executable, "-m", "engine", "serve", "--workspace", str(self.workspace)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                cwd=self.workspace,
+                env=without_settings(dict(os.environ)),
+                start_new_session=True,  # a Ctrl-C in the terminal reaches the demo, which stops it
+            )
         log.close()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -201,15 +212,16 @@ class Demo:
         self.opencode_url = f"http://127.0.0.1:{port}"
         env = opencode_setup.opencode_env(without_settings(dict(os.environ)), self.home, self.project)
         log = open(self.base / "opencode.log", "ab")  # noqa: SIM115 - handed to the child
-        self.opencode = subprocess.Popen(
-            [str(binary), "serve", "--port", str(port), "--hostname", "127.0.0.1"],
-            stdin=subprocess.DEVNULL,
-            stdout=log,
-            stderr=log,
-            cwd=self.project,
-            env=env,
-            start_new_session=True,
-        )
+        with self.spawning():
+            self.opencode = subprocess.Popen(
+                [str(binary), "serve", "--port", str(port), "--hostname", "127.0.0.1"],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                cwd=self.project,
+                env=env,
+                start_new_session=True,
+            )
         log.close()
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -345,21 +357,33 @@ def _kill_pid(pid: int, grace: float) -> None:
         os.kill(pid, signal.SIGKILL)
 
 
-def run(options: DemoOptions) -> int:
-    """`evolve demo`: start, open the console on the demo's engine, stop everything when it closes."""
-    from evolve_console.app import EvolveConsole
-    from evolve_console.client import Target
-
-    def progress(text: str) -> None:
+def say_line(text: str) -> None:
+    """A line on stderr; none when the terminal is gone (closed while the demo stops)."""
+    with contextlib.suppress(OSError):
         print(f"evolve demo: {text}", file=sys.stderr, flush=True)
 
-    demo = Demo(options, progress)
-    app: EvolveConsole | None = None
+
+def run(options: DemoOptions) -> int:
+    """`evolve demo`: start, open the console on the demo's engine, stop everything when it closes.
+    Whatever ends it (`q`, a failed start, a signal at any moment: evolve_demo/signals.py), the stop
+    runs to its end; the exit status is 0 after `q`, 1 after a failed start, 128 + the signal's number
+    after a signal."""
+    from evolve_console.app import EvolveConsole
+    from evolve_console.client import Target
+    from evolve_console.command import run_in_terminal
+
+    signals = DemoSignals()
+    signals.install()
     try:
-        progress(f"starting opencode, the engine and the scripted model in {demo.base}")
+        demo = Demo(options, say_line, signals.deferred)
+    except Stopped:  # nothing is started yet
+        say_line(signals.why)
+        return signals.exit_status or 1
+    failed: str | None = None
+    try:
+        say_line(f"starting opencode, the engine and the scripted model in {demo.base}")
         found = demo.start()
-        app = EvolveConsole(Target(found.url, found.token, str(demo.workspace)))
-        console = app
+        console = EvolveConsole(Target(found.url, found.token, str(demo.workspace)))
 
         def say(text: str, severity: str) -> None:
             deadline = time.monotonic() + 60
@@ -379,11 +403,6 @@ def run(options: DemoOptions) -> int:
                     timeout=20 if severity == "information" else 3600,
                 )
 
-        def leave(signum: int, frame: Any) -> None:
-            console.exit()
-
-        signal.signal(signal.SIGTERM, leave)
-        signal.signal(signal.SIGHUP, leave)
         demo.start_chat(say)
         threading.Thread(
             target=say,
@@ -394,16 +413,25 @@ def run(options: DemoOptions) -> int:
             ),
             daemon=True,
         ).start()
-        app.run()
+        signals.console_opens(console)
+        run_in_terminal(console)
+    except Stopped:
+        pass
     except (DemoError, opencode_setup.SetupError) as exc:
-        print(f"evolve demo: {exc}", file=sys.stderr)
+        failed = str(exc)
+    except Exception as exc:  # anything else: still stop what was started, and say what it was
+        failed = f"{type(exc).__name__}: {exc}"
+    finally:
+        signals.stopping()
+    if failed is not None:
+        say_line(failed)
         # Keep what shows why (the logs), not an empty directory.
         demo.keep = demo.keep or any(demo.base.glob("*.log"))
-        print(f"evolve demo: {demo.stop()}", file=sys.stderr)
+    stopped = demo.stop()
+    if failed is not None:
+        say_line(stopped)
         return 1
-    except KeyboardInterrupt:
-        pass
-    print(f"evolve demo: {demo.stop()}", file=sys.stderr)
+    say_line(stopped if signals.received is None else f"{signals.why}; {stopped}")
     if demo.driver_error:
-        print(f"evolve demo: the chat had stopped early: {demo.driver_error}", file=sys.stderr)
-    return 0
+        say_line(f"the chat had stopped early: {demo.driver_error}")
+    return signals.exit_status or 0

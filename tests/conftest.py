@@ -42,6 +42,8 @@ from tests.support.checkout import created, listing  # noqa: E402
 from tests.support.environment import REPO  # noqa: E402
 from tests.support.warm import VARIABLE, WarmLoop, warm_enabled  # noqa: E402
 
+pytest_plugins = ["tests.support.leftovers"]  # after the last test: nothing left in HOME or TMPDIR
+
 _FAILED = pytest.StashKey[bool]()
 _OWN_BASETEMP = pytest.StashKey[bool]()
 _CHECKOUT = pytest.StashKey[set[str]]()

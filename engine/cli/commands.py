@@ -20,7 +20,9 @@ from engine.cli.common import (
     directory,
     json_arg,
     print_json,
+    project_directory,
     running_client,
+    say,
     with_engine,
     workspace,
 )
@@ -213,10 +215,15 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     root = workspace(args)
     try:
-        return asyncio.run(serve(root, args.host, args.port))
+        code = asyncio.run(serve(root, args.host, args.port))
     except AlreadyRunning as exc:
         print(f"evolve serve: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # before serve() took over the signal: asyncio cancelled it
+        code = 130
+    if code == 130:
+        say(f"evolve serve: interrupted; the engine for {root} stopped")
+    return code
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
@@ -241,7 +248,10 @@ def cmd_stop(args: argparse.Namespace) -> int:
 def cmd_shim(args: argparse.Namespace) -> int:
     from engine.opencode.shim_install import InstallError, install, uninstall
 
-    project = directory(args.project, "--project") if args.project else Path.cwd()
+    if args.action == "install":
+        project = project_directory(args.project, "shim install")
+    else:
+        project = directory(args.project, "--project") if args.project else Path.cwd()
     try:
         if args.action == "install":
             root = workspace(args, must_exist=False)
@@ -252,6 +262,11 @@ def cmd_shim(args: argparse.Namespace) -> int:
         print(f"evolve shim {args.action}: {exc}", file=sys.stderr)
         return 1
     print_json(result)
+    if args.action == "install" and not root.is_dir():
+        say(
+            f"evolve shim install: the workspace {root} does not exist yet; the plugin's engine needs it: "
+            f"create it with: evolve init {root}"
+        )
     return 0
 
 

@@ -4,6 +4,7 @@ JSON arguments and output, an engine in this process for one command, and the ru
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 from collections.abc import Awaitable, Callable
@@ -21,11 +22,31 @@ class UsageError(Exception):
     """A mistake in how the command was called: printed without a traceback, exit status 2."""
 
 
+def say(line: str) -> None:
+    """One line on stderr, unless the terminal is gone (a closed terminal is no reason to fail)."""
+    with contextlib.suppress(OSError):
+        print(line, file=sys.stderr, flush=True)
+
+
 def directory(path: str, option: str) -> Path:
     """`path` as an absolute directory that exists; UsageError otherwise (nothing is created)."""
     found = Path(path).expanduser().absolute()
     if not found.is_dir():
         raise UsageError(f"{option} {found}: no such directory (check the path; nothing was created)")
+    return found
+
+
+def project_directory(path: str | None, command: str) -> Path:
+    """The opencode project `--project` names (default: the current directory), made when it does not
+    exist yet (a new project), with a line that says so: a mistyped path shows at once."""
+    if path is None:
+        return Path.cwd()
+    found = Path(path).expanduser().absolute()
+    if found.exists() and not found.is_dir():
+        raise UsageError(f"--project {found}: not a directory")
+    if not found.exists():
+        found.mkdir(parents=True)
+        say(f"evolve {command}: created the project directory {found} (it did not exist)")
     return found
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -79,6 +80,37 @@ def check_project(report: Report, project: Path, heartbeat_agent: str) -> None:
             f"heartbeat_agent {heartbeat_agent!r} is not an opencode agent here, so heartbeats and notifications "
             f"would be refused; run `evolve shim install --project {project}` (it defines it) or set heartbeat_agent",
         )
+
+
+async def check_model(report: Report, project: Path, env: dict[str, str]) -> None:
+    """Whether the project's model answers: one small streamed request, as opencode sends it."""
+    from engine.opencode.model import ask
+    from engine.opencode.shim_install import InstallError
+
+    try:
+        answer, notes = await asyncio.to_thread(ask, project, env)
+    except InstallError:  # the config does not parse: check_project said so
+        return
+    for note in notes:
+        report.add(WARNING if answer is not None else INFO, "model", note)
+    if answer is None:
+        if notes and notes[0].startswith("no model is set"):
+            report.findings[
+                -1
+            ].message += (
+                f"; set one with: evolve opencode model --project {project} --base-url URL --model NAME"
+            )
+        return
+    if answer.ok:
+        said = " ".join(answer.text.split())
+        report.add(
+            INFO,
+            "model",
+            f"{answer.ref} answered in {answer.latency_s:.2f} s at {answer.url} (the server's model: "
+            f"{answer.server_model or '?'}): {said[:60]!r}",
+        )
+    else:
+        report.add(ERROR, "model", f"{answer.ref} at {answer.url} does not answer: {answer.problem}")
 
 
 async def diagnose(root: Path, env: dict[str, str] | None = None, project: Path | None = None) -> Report:
@@ -185,6 +217,7 @@ async def diagnose(root: Path, env: dict[str, str] | None = None, project: Path 
 
     if project is not None:
         check_project(report, project, loaded.config.heartbeat_agent)
+        await check_model(report, project, env)
 
     store = GitStore(root)
     if not store.exists():

@@ -11,7 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from engine.cli.client import EngineUnavailable
-from engine.cli.common import UsageError
+from engine.cli.common import UsageError, say
 from engine.cli.parser import LOG_LEVELS, build_parser
 
 __all__ = ["build_parser", "main"]
@@ -77,6 +77,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"evolve {args.command}: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
+        # Each command stops what it started on its way out (its `finally` blocks, asyncio's
+        # cancellation); this is the one line that says why it ended.
+        say(f"evolve {args.command}: interrupted")
         return 130
     except BrokenPipeError:  # e.g. `evolve tools | head`
         sys.stderr.close()

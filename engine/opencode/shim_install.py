@@ -81,7 +81,7 @@ def _is_ours(entry: object) -> bool:
 def defined_agents(project: Path, data: dict[str, Any], home: Path | None = None) -> set[str]:
     """Agents opencode will know: built-in ones, the project config's and the global config's."""
     names = {"build", "plan", "general", "explore"}
-    for source in (data, _global_config(home)):
+    for source in (data, global_config(home)):
         for key in ("agent", "mode"):
             section = source.get(key)
             if isinstance(section, dict):
@@ -92,7 +92,8 @@ def defined_agents(project: Path, data: dict[str, Any], home: Path | None = None
     return names
 
 
-def _global_config(home: Path | None) -> dict[str, Any]:
+def global_config(home: Path | None = None) -> dict[str, Any]:
+    """The global opencode configuration (every project's), or {}."""
     base = Path(os.environ.get("XDG_CONFIG_HOME") or (home or Path.home()) / ".config") / "opencode"
     for name in ("opencode.jsonc", "opencode.json", "config.json"):
         try:
@@ -127,7 +128,7 @@ def install(project: Path, workspace: Path, command: list[str] | None = None) ->
         added_agent = agent
         changed = True
     if changed:
-        _write(path, data)
+        write_config(path, data)
     return {"config": str(path), "changed": changed, "plugin": entry, "agent_added": added_agent}
 
 
@@ -156,11 +157,12 @@ def uninstall(project: Path) -> dict[str, Any]:
         if not agents:
             del data["agent"]
     if changed:
-        _write(path, data)
+        write_config(path, data)
     return {"config": str(path), "changed": changed}
 
 
-def _write(path: Path, data: dict[str, Any]) -> None:
+def write_config(path: Path, data: dict[str, Any]) -> None:
+    """Write an opencode config file, keeping a `.jsonc` file's original (its comments) beside it."""
     if path.suffix == ".jsonc" and path.is_file():
         # Comments cannot survive a rewrite: keep the original beside it.
         backup = path.with_name(path.name + ".bak")

@@ -32,7 +32,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from engine.changes.gitstore import GitError, GitStore
 from engine.changes.history import ChangeError
@@ -63,6 +63,8 @@ from engine.replay.version import FileVersion, Overlay, Version, materialize
 from engine.replay.version import ReplayError as ReplayError  # the error callers of the replayer catch
 from engine.workspace.copies import new_copy_dir
 from engine.workspace.layout import write_atomic
+
+T = TypeVar("T")
 
 log = logging.getLogger("evolve.replay")
 
@@ -362,7 +364,7 @@ class Replayer:
         self._progress(record, "copying the workspace", force=True)
         versions: list[Version] = []
         for name, overlay in (("before", change.before), ("again", change.before), ("after", change.after)):
-            copied = await asyncio.to_thread(materialize, self._root, scratch / name, overlay)
+            copied = await _to_the_end(materialize, self._root, scratch / name, overlay)
             if name != "again":
                 record.warnings += [f"the version {name}: not in its copy: {n}" for n in copied.notes()]
             versions.append(Version(scratch / name, self._env, self._slots, self._owner))
@@ -486,3 +488,15 @@ def _note(journal: Journal | None, compared: list[InputComparison]) -> str | Non
     if journal is None:
         return "this engine runs without a journal: no recorded inputs"
     return None if compared else "no recorded inputs in the journal"
+
+
+async def _to_the_end(func: Callable[..., T], *args: object) -> T:
+    """`func(*args)` in a thread, waited for to its end even when the task is cancelled meanwhile
+    (the cancel is raised after it): a copy of the workspace still being written when the replay's
+    scratch directory is removed would recreate part of it, left behind."""
+    done = asyncio.ensure_future(asyncio.to_thread(func, *args))
+    try:
+        return await asyncio.shield(done)
+    except asyncio.CancelledError:
+        await asyncio.wait({done})
+        raise

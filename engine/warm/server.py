@@ -53,6 +53,8 @@ class Zygote:
         self._runs: dict[bytes, WarmProcess] = {}
         self._ids = itertools.count(1)
         self._hello: asyncio.Future[Handshake] = self._loop.create_future()
+        # Read by start(), unless the engine stopped while it waited: then nobody reads its error.
+        self._hello.add_done_callback(lambda f: f.cancelled() or f.exception())
         self.info: Handshake | None = None
         self.alive = True
         self.retiring = False  # takes no new runs; stops once its runs are done

@@ -298,7 +298,10 @@ def _serve(
     refusal = _refusal()
     path0 = sys.path[0] if sys.path and isinstance(sys.path[0], str) else ""
     version = f"{sys.version_info[0]}.{sys.version_info[1]}"
-    _send(sock, b"H", version, posix.getpid(), refusal, path0, _comm(), _IDENTITY, *_watch())
+    try:
+        _send(sock, b"H", version, posix.getpid(), refusal, path0, _comm(), _IDENTITY, *_watch())
+    except OSError:  # the engine stopped while this started and closed the socket: nobody to serve
+        posix._exit(0)
     if refusal:
         posix._exit(0)
     children: dict[int, tuple[int, bytes]] = {}  # pidfd -> (pid, run)

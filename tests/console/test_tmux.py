@@ -28,7 +28,7 @@ import httpx
 import pytest
 
 from tests.support.engine_process import EngineProcess, stop_workspace_engine
-from tests.support.environment import isolated_env
+from tests.support.environment import evolve_as_printed, isolated_env
 from tests.support.processes import pid_alive, wait_gone
 from tests.support.terminal import Terminal
 from tests.support.waiting import wait_for
@@ -104,10 +104,12 @@ def test_console_starts_engine_shows_views_and_quits_leaving_engine_running(
         assert time.monotonic() < deadline, "the console did not exit after q:\n" + term.screen()
         time.sleep(0.1)
     assert status_file.read_text().strip() == "0", "the console exited with an error:\n" + term.screen()
-    # ...saying in one line that the engine keeps running, and how to stop it.
+    # ...saying in one line that the engine keeps running, and how to stop it, with a command that
+    # works in this shell (`evolve` when its PATH finds this evolve, else the full path).
+    stop_command = f"{evolve_as_printed(env, evolve)} stop --workspace {workspace}"
     assert (
         f"evolve console: closed; the engine for {workspace} keeps running (pid {engine_pid}); "
-        f"stop it with: evolve stop --workspace {workspace}"
+        f"stop it with: {stop_command}"
     ) in term.tmux("capture-pane", "-p", "-J", "-t", term.name), term.screen()  # -J: wrapped lines joined
 
     # ...and the engine it started keeps running and answering.
@@ -119,9 +121,9 @@ def test_console_starts_engine_shows_views_and_quits_leaving_engine_running(
     )
     assert health.status_code == 200 and health.json()["pid"] == engine_pid
 
-    stop = subprocess.run([evolve, "stop"], env=env, capture_output=True, text=True, timeout=30)
+    stop = subprocess.run(["bash", "-c", stop_command], env=env, capture_output=True, text=True, timeout=30)
     assert stop.returncode == 0, stop.stderr
-    assert wait_gone(engine_pid, timeout=15), "evolve stop did not stop the engine"
+    assert wait_gone(engine_pid, timeout=15), "the printed stop command did not stop the engine"
     assert not (workspace / "state" / "engine.json").exists()
 
 

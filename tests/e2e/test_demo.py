@@ -24,7 +24,7 @@ import pytest
 from evolve_demo import opencode_setup, story
 from tests.support.engine_process import announcement
 from tests.support.environment import evolve_command, isolated_env, run_git
-from tests.support.processes import pid_alive, wait_gone
+from tests.support.processes import pid_alive, processes_in, wait_gone
 from tests.support.terminal import Terminal
 from tests.support.waiting import wait_for
 
@@ -33,18 +33,6 @@ pytestmark = pytest.mark.skipif(
 )
 
 BAD_LINE = story.BAD_RULE.split(":")[1].strip()[:24]  # "forget every note that i", as the diff shows it
-
-
-def processes_in(directory: Path) -> list[int]:
-    """Pids of the processes whose working directory is inside `directory` (the demo's children)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        with contextlib.suppress(OSError):
-            if Path(os.readlink(proc / "cwd")).is_relative_to(directory):
-                found.append(int(proc.name))
-    return found
 
 
 @pytest.fixture

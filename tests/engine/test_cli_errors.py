@@ -122,12 +122,25 @@ def test_an_unknown_stage_lists_the_stages_with_and_without_an_engine(
 # ---- directories that do not exist ----------------------------------------------------------------
 
 
-def test_shim_install_and_doctor_refuse_a_project_that_does_not_exist(
+def test_shim_install_creates_a_new_project_and_says_so(env: dict[str, str], tmp_path: Path) -> None:
+    """A new project (the README's first `shim install`): made, in one line that names it, so that a
+    mistyped path shows at once; with the workspace missing too, a line that says how to make it."""
+    new, ws = tmp_path / "code" / "myproject", tmp_path / "ws"
+    proc = evolve(env, "shim", "install", "--project", str(new), "--workspace", str(ws))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines() == [
+        f"evolve shim install: created the project directory {new} (it did not exist)",
+        f"evolve shim install: the workspace {ws} does not exist yet; the plugin's engine needs it: "
+        f"create it with: evolve init {ws}",
+    ]
+    assert json.loads((new / "opencode.json").read_text())["plugin"][0][1]["workspace"] == str(ws)
+
+
+def test_shim_uninstall_and_doctor_refuse_a_project_that_does_not_exist(
     env: dict[str, str], tmp_path: Path
 ) -> None:
     typo = tmp_path / "typo"
     for args in (
-        ["shim", "install", "--project", str(typo)],
         ["shim", "uninstall", "--project", str(typo)],
         ["doctor", "--project", str(typo), "--workspace", str(tmp_path)],
     ):

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import importlib.util
 import json
 import logging
 import os
@@ -453,15 +454,20 @@ def test_an_interpreter_that_cannot_serve_leaves_its_hooks_cold_and_says_why(
     interactive = write_hook(ws, "i.py", "print('{\"i\": 1}')\n", f"#!{PY} -i")
     faked = write_hook(ws, "f.py", "print('{\"real\": 1}')\n", f"#!{fake}")
     caplog.set_level(logging.WARNING, "evolve")
+    # An interactive interpreter writes its history into $HOME when it exits: the test's own HOME,
+    # never the person's running the tests.
+    home = tmp_path / "home"
+    home.mkdir()
+    env = hook_env(HOME=str(home))
 
     async def scenario(warm: WarmStarts) -> list[Any]:
-        ready = [await warm.prepare(str(p), cwd=str(ws), env=None) for p in (interactive, faked)]
+        ready = [await warm.prepare(str(p), cwd=str(ws), env=env) for p in (interactive, faked)]
         runs = [
-            await execute(_run(), p, cwd=ws, timeout_ms=10_000, stdout_limit=1000, warm=warm)
+            await execute(_run(), p, cwd=ws, timeout_ms=10_000, stdout_limit=1000, warm=warm, env=env)
             for p in (interactive, faked)
         ]
         cold = [
-            await execute(_run(), p, cwd=ws, timeout_ms=10_000, stdout_limit=1000)
+            await execute(_run(), p, cwd=ws, timeout_ms=10_000, stdout_limit=1000, env=env)
             for p in (interactive, faked)
         ]
         assert [outcome(r) for r in runs] == [outcome(r) for r in cold]
@@ -474,6 +480,8 @@ def test_an_interpreter_that_cannot_serve_leaves_its_hooks_cold_and_says_why(
     logged = caplog.text
     assert "no warm start for" in logged and "interactive mode" in logged
     assert str(fake) in logged
+    if importlib.util.find_spec("readline") is not None:  # what writes the history
+        assert (home / ".python_history").is_file()
 
 
 def test_turned_off_no_interpreter_is_kept_ready(tmp_path: Path) -> None:

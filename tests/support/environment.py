@@ -92,3 +92,10 @@ def drop_shims(env: MutableMapping[str, str]) -> str:
     parts = env.get("PATH", "").split(os.pathsep)
     env["PATH"] = os.pathsep.join(p for p in parts if not p.rstrip("/").endswith("/shims"))
     return shutil.which("python3", path=env["PATH"]) or "?"
+
+
+def evolve_as_printed(env: Mapping[str, str], program: str) -> str:
+    """How evolve names itself in a command it tells a person to run (`stop it with: … stop`), when
+    `program` runs with `env`: `evolve` when that PATH finds `program`, else `program`'s full path."""
+    found = shutil.which("evolve", path=env.get("PATH", ""))
+    return "evolve" if found is not None and os.path.samefile(found, program) else program

@@ -41,3 +41,45 @@ def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def processes_in(directory: Path) -> list[int]:
+    """Pids of the processes whose working directory is inside `directory` (what a command started
+    there: engines, hooks, opencode)."""
+    found = []
+    for proc in PROC.iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            if Path(os.readlink(proc / "cwd")).is_relative_to(directory) and pid_alive(int(proc.name)):
+                found.append(int(proc.name))
+        except OSError:
+            continue
+    return found
+
+
+def importing(pid: int, timeout: float = 30.0) -> bool:
+    """Wait until the Python process `pid` is importing the command line: it has loaded `_ssl` (httpx
+    imports it, early in `import engine.cli.main` and long before a command runs). False if it
+    exited or never did."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and pid_alive(pid):
+        try:
+            if "/_ssl." in (PROC / str(pid) / "maps").read_text():
+                return True
+        except OSError:
+            return False
+        time.sleep(0.002)
+    return False
+
+
+def child_of(pid: int) -> int | None:
+    """A child process of `pid` (the command a shell started), or None."""
+    for proc in PROC.iterdir():
+        if proc.name.isdigit():
+            try:
+                if int((proc / "stat").read_text().rsplit(")", 1)[1].split()[1]) == pid:
+                    return int(proc.name)
+            except (OSError, IndexError, ValueError):
+                continue
+    return None
