@@ -64,15 +64,16 @@ def connection_line(
 
 
 def runs_line(model: ConsoleModel, shown: int, following: bool, unseen: int) -> str:
-    """The line above the runs: the journal's counts, the runs received live, the rows shown
-    (`shown`), and the new ones below while the table does not follow (`unseen`)."""
+    """The line under the runs: the journal's counts, the runs received live, the rows shown
+    (`shown`), and while the table does not follow (the operator moved its cursor), that it does
+    not, the new ones below (`unseen`) and the key that follows again."""
     counts, live = model.counts, model.events_seen["hook_run"]
     text = (
         f"{counts.get('runs', 0):,} runs in the journal · {counts.get('failed_runs', 0):,} failed · "
         f"{live:,} received live · showing {shown:,}"
     )
-    if not following and unseen:
-        text += f"  · +{unseen:,} new (g to follow)"
+    if not following:
+        text += "  · following paused" + (f" · +{unseen:,} new" if unseen else "") + " (g to follow)"
     return text
 
 

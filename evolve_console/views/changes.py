@@ -155,6 +155,7 @@ class ChangesView(TableView):
                     ("review", "review"),
                 ],
                 id="changes-table",
+                tells_following=True,
             )
             yield ChangeDetail(self.agent, id="change-detail", classes="detail")
 

@@ -42,6 +42,7 @@ class StagesView(TableView):
                     ("duration", "duration"),
                 ],
                 id="stages-table",
+                tells_following=True,
             )
             yield DetailPane("select a stage result", id="stage-detail", classes="detail")
         yield Line(id="stages-status", classes="status-line")

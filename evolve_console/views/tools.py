@@ -55,6 +55,7 @@ class ToolCallsView(TableView):
                     ("commit", "change"),
                 ],
                 id="tools-table",
+                tells_following=True,
             )
             yield DetailPane("select a tool call", id="tool-detail", classes="detail")
 

@@ -231,6 +231,137 @@ def test_table_click_below_the_rows_and_a_dropped_parked_row() -> None:
     run_app(app, scenario)
 
 
+class LiveTableApp(TableApp):
+    """A table of live rows, which says when it does not follow them; its clock is the test's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 1000.0
+
+    def compose(self) -> ComposeResult:
+        yield KeyedTable(COLUMNS, id="t", tells_following=True, clock=lambda: self.now)
+
+
+def test_a_row_picked_with_the_arrows_stays_even_the_last_and_the_table_says_so() -> None:
+    app = LiveTableApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        table = app.query_one(KeyedTable)
+        table.upsert(rows(30))
+        table.focus()
+        await pilot.pause()
+        assert table.following and "following paused" not in "".join(lines(table))
+        await pilot.press("up", "down")  # back on the last row, picked
+        assert table.selected_key() == "r29" and not table.following
+        assert lines(table)[-1].strip() == "following paused · g: follow"
+        app.now += 10
+        table.upsert(rows(2, start=30))
+        await pilot.pause()
+        assert table.selected_key() == "r29" and table.unseen == 2, "new rows move nothing"
+        assert app.highlighted[-1] == "r29"
+        shown = lines(table)
+        assert shown[-1].strip() == "following paused · +2 new · g: follow"
+        assert "00000029" in shown[-2], "the picked row above the line that says so"
+        await pilot.press("down", "down")  # the last row, picked again
+        assert table.selected_key() == "r31" and not table.following
+        table.upsert(rows(1, start=32))
+        await pilot.pause()
+        assert table.selected_key() == "r31" and table.unseen == 3
+        # A click on that line follows again, as g (the view's key) and end do.
+        await pilot.click(KeyedTable, offset=Offset(3, table.scrollable_size.height - 1))
+        await pilot.pause()
+        assert table.following and table.selected_key() == "r32" and table.unseen == 0
+        assert "following paused" not in "".join(lines(table))
+        table.upsert(rows(1, start=33))
+        await pilot.pause()
+        assert table.selected_key() == "r33"
+        await pilot.press("home")
+        assert table.selected_key() == "r0" and not table.following
+        await pilot.press("end")
+        assert table.following and table.selected_key() == "r33"
+
+    run_app(app, scenario)
+
+
+def test_a_key_pressed_as_new_rows_arrive_moves_from_the_row_the_operator_saw() -> None:
+    app = LiveTableApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        table = app.query_one(KeyedTable)
+        table.upsert(rows(30))
+        table.focus()
+        await pilot.pause()
+        # Two rows arrive while the operator, looking at r29 under the cursor, presses up: the
+        # press was aimed from r29, not from the row that arrived a moment before it.
+        table.upsert(rows(2, start=30))
+        await pilot.pause()
+        assert table.selected_key() == "r31", "following: the cursor went to the new last row"
+        app.now += 0.2
+        await pilot.press("up", "up", "up", "up")
+        assert table.selected_key() == "r25" and not table.following
+        # Seen long enough ago, the new row is where a key counts from.
+        table.follow()
+        table.upsert(rows(1, start=32))
+        await pilot.pause()
+        app.now += 2
+        await pilot.press("up")
+        assert table.selected_key() == "r31"
+
+    run_app(app, scenario)
+
+
+def test_a_reload_in_another_order_keeps_a_parked_row_on_its_line() -> None:
+    app = LiveTableApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        table = app.query_one(KeyedTable)
+        table.upsert(rows(40))
+        table.focus()
+        await pilot.pause()
+        await pilot.press("up", "up", "up", "up")
+        parked = table.selected_key()
+        before = lines(table)
+        line_of = next(i for i, line in enumerate(before) if "00000035" in line)
+        seen = len(app.highlighted)
+        # A row inserted before the parked one (a commit before the held changes) and one gone:
+        # every index below them shifts.
+        reloaded = rows(40)
+        reloaded.insert(20, ("n1", ["new-0001", "idle", "ok"]))
+        del reloaded[5]
+        table.replace_all(reloaded)
+        await pilot.pause()
+        assert table.selected_key() == parked == "r35" and not table.following
+        after = lines(table)
+        assert "00000035" in after[line_of], "the parked row on the line it was on"
+        assert after[1:line_of] == before[1:line_of], "and the rows above it where they were"
+        assert app.highlighted[seen:] == ["r35"], "the row it stays on, said once"
+
+    run_app(app, scenario)
+
+
+def test_an_empty_table_says_what_will_appear_and_when() -> None:
+    app = LiveTableApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        table = app.query_one(KeyedTable)
+        table.empty = "Rows appear here as the hooks run, once an opencode is connected to the agent."
+        await pilot.pause()
+        shown = [line.strip() for line in lines(table)]
+        assert shown[0].split() == ["time", "stage", "status"]
+        assert shown[1] == "", "a blank line under the header"
+        words = " ".join(line for line in shown[2:] if line)
+        assert words == "Rows appear here as the hooks run, once an opencode is connected to the agent."
+        assert len(shown[2]) < len(words), "wrapped at the table's width"
+        table.upsert(rows(1))
+        await pilot.pause()
+        assert "Rows appear" not in "".join(lines(table))
+        table.clear()
+        await pilot.pause()
+        assert "Rows appear here" in "".join(lines(table))
+
+    run_app(app, scenario)
+
+
 class PageApp(TableApp):
     """The table in a page that another view hides, as in the console."""
 
