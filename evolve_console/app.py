@@ -37,7 +37,7 @@ from .mainscreen import MainScreen
 from .messages import COMMAND_GROUP, ConnectionChanged, Failed, Reload, Severity, Toast
 from .model import PART_NAMES, ConsoleModel, Part, Update
 from .replay import ReplayScreen
-from .status import connection_line
+from .status import connection_items
 from .views import VIEWS, Registry
 
 FLOOD = 100  # pending events per tick (a quarter second) above which repaints slow down
@@ -216,10 +216,10 @@ class EvolveConsole(App[None]):
         self.refresh_bindings()
 
     def render_connection(self) -> None:
-        """The top bar (`status.connection_line`)."""
+        """The top bar (`status.connection_items`)."""
         agent = self.agent
-        line = connection_line(agent.model, agent.workspace, self.clock(), agent.down_since, agent.heard_at)
-        self._main.connection.show(line)
+        items = connection_items(agent.model, agent.workspace, self.clock(), agent.down_since, agent.heard_at)
+        self._main.show_connection(items)
 
     # ---- applying events in batches ---------------------------------------------------------
 

@@ -137,7 +137,10 @@ def test_engine_down_before_its_status_came_names_the_workspace_to_start() -> No
 
 def test_config_errors_are_counted_in_bold_red_with_the_key_to_read_them() -> None:
     one = connection_line(model(True, config_errors=["bad"]), None, NOW, None, NOW)
-    assert one.plain.endswith("  config: 1 error, last good config in use (c: read)")
+    # Before the engine's address: the address is what the bar cuts when the line is short.
+    assert one.plain.endswith(
+        "  config: 1 error, last good config in use (c: read)  http://127.0.0.1:8765 · pid 42"
+    )
     assert "bold red" in styles(one, "config: 1 error")
     two = connection_line(model(False, "down", config_errors=["a", "b"]), "/ws", NOW, NOW, NOW)
     assert two.plain.endswith("  config: 2 errors, last good config in use (c: read)")

@@ -20,10 +20,12 @@ from textual.selection import Selection
 from textual.widget import Widget
 from textual.widgets import Input, TextArea
 
+from evolve_console.connectionbar import ConnectionBar
 from evolve_console.detail import DetailPane, Part
 from evolve_console.format import PREVIEW_LIMIT
 from evolve_console.keybar import KeyBar
 from evolve_console.screens import MoreScreen
+from evolve_console.status import Pieces
 from evolve_console.table import MAX_ROWS, KeyedTable
 from evolve_console.viewbar import ViewBar
 from evolve_console.wrapbar import place
@@ -708,6 +710,50 @@ def test_view_bar_wraps_with_its_badges_and_a_view_on_the_second_line_is_clicked
         assert bar.shown == "v6"
 
     run_app(app, scenario, size=(100, 8))
+
+
+def test_connection_bar_keeps_the_key_to_the_problems_whole_and_cuts_only_the_address() -> None:
+    pieces = [
+        Text(" engine ● connected "),
+        Text(" /home/someone/workspace "),
+        Text(" opencode ● 1 connected (in-process) "),
+        Text("  config: 2 errors, last good config in use (c: read)"),
+    ]
+    address = Text("  http://127.0.0.1:46661 · pid 26517")
+
+    class BarApp(App[None]):
+        def compose(self) -> ComposeResult:
+            yield ConnectionBar(id="connection")
+
+    def at(
+        app: BarApp, width: int, problems_line: int, address_ends: str
+    ) -> Callable[[Pilot[Any]], Awaitable[None]]:
+        async def scenario(pilot: Pilot[Any]) -> None:
+            bar = app.query_one(ConnectionBar)
+            bar.show(Pieces(pieces, address))
+            await pilot.pause()
+            shown = [line.rstrip() for line in lines(bar)]
+            assert bar.size.height == len(shown) and all(len(line) <= width for line in shown), shown
+            problems = "config: 2 errors, last good config in use (c: read)"
+            assert [y for y, line in enumerate(shown) if problems in line] == [problems_line], shown
+            assert shown[-1].endswith(address_ends), shown
+            bar.show(Pieces(pieces[:3], address))  # the problems fixed: one line
+            await pilot.pause()
+            assert len(lines(bar)) == 1 and bar.size.height == 1
+
+        return scenario
+
+    # 160 columns: one line, the address cut at its end; 100: the problems whole on a second line.
+    for width, problems_line, address_ends in ((160, 0, "  http://127.0.0.1:46661…"), (100, 1, "pid 26517")):
+        app = BarApp()
+        run_app(app, at(app, width, problems_line, address_ends), size=(width, 6))
+
+
+def test_place_cuts_only_a_last_item_that_has_room_enough_left() -> None:
+    assert place([10, 10, 30], 40) == [[0, 1], [2]]
+    assert place([10, 10, 30], 40, cut_last=16) == [[0, 1, 2]], "20 cells left: the last item stays, cut"
+    assert place([10, 20, 30], 40, cut_last=16) == [[0, 1], [2]], "10 left: a line of its own"
+    assert place([10, 35, 10], 40, cut_last=4) == [[0], [1, 2]], "only the last item is ever cut"
 
 
 def test_more_wraps_a_long_line_at_the_window_width() -> None:
