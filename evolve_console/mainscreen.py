@@ -140,8 +140,12 @@ class MainScreen(Screen[None]):
             view.tick()
 
     def show_connection(self, items: Pieces) -> None:
-        """The connection bar's pieces (`status.connection_items`)."""
+        """The connection bar's pieces (`status.connection_items`); the views follow what they show
+        of the engine's status (the way to connect opencode while none is)."""
         self.connection.show(items)
+        for view in self.views:
+            if view.is_mounted:
+                view.status_changed()
 
     def connection_changed(self) -> None:
         """The engine started or stopped answering: the keys that need it are dimmed or not."""

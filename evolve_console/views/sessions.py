@@ -37,6 +37,10 @@ class SessionsView(TableView):
         FOLLOW,
         MORE,
     ]
+    EMPTY = (
+        "Sessions appear here as a connected opencode opens them: each chat, and the heartbeat's own "
+        "session at its first tick."
+    )
     COMMANDS = (Command("sessions: tools offered with schemas", "toggle_schemas", "t in view 3"),)
 
     def __init__(self, agent: Agent) -> None:
