@@ -33,7 +33,8 @@ def connection_items(
     heard_at: float | None,
 ) -> Pieces:
     """The top bar, as the pieces it wraps between (never within one, so that `(c: read)` is never
-    cut): the engine, the workspace, opencode, the engine's problems, and last its address. While
+    cut): the engine, the workspace, opencode, the engine's problems (a journal that cannot write,
+    configuration errors), and last its address. While
     the engine does not answer, what only it knew is shown as last known, dimmed, with its time.
 
     `workspace`: the workspace the console was started for (None: only an address), which tells how
@@ -64,6 +65,11 @@ def connection_items(
     if not model.connected and model.status is not None and heard_at:
         item.append(f" (as of {clock_time(heard_at)} UTC)", style="dim")
     items.append(item)
+    failing = model.status.journal_failing if model.status else None
+    if failing and model.connected:
+        items.append(
+            Text(f"  journal failing: {short(failing, 60)}; the engine refuses new work", style="bold red")
+        )
     errors = model.status.config_errors if model.status else []
     if errors:
         items.append(
