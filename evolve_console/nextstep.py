@@ -75,6 +75,7 @@ def connect_steps(workspace: str, evolve: Evolve) -> Text:
     )
     if evolve.setup:
         _command(text, evolve.setup, "puts evolve on your PATH")
+    _command(text, f"mkdir -p {PROJECT}")
     _command(text, f"{run} shim install --workspace {shlex.quote(workspace)} --project {PROJECT}")
     _command(text, f'cd {PROJECT} && "$({run} opencode install)"', "installs opencode first if needed")
     text.append("A real model, any OpenAI-compatible server (before you start opencode):\n")

@@ -9,6 +9,10 @@ terminal has: 100 and 160 columns.
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any
@@ -17,13 +21,14 @@ from textual.pilot import Pilot
 from textual.widgets import Static
 
 from evolve_console.app import EvolveConsole
-from evolve_console.nextstep import Evolve
+from evolve_console.nextstep import Evolve, connect_steps
 from evolve_console.table import KeyedTable
 from tests.console.conftest import (
     StartEngine,
     connected,
     drawn,
     edit_prompt,
+    make_isolated_env,
     table,
     text_of,
     wait_until,
@@ -127,6 +132,29 @@ def test_without_opencode_each_view_says_what_comes_and_view_1_how_to_connect_th
         assert "WAITING" not in text_of(app.main.query_one("#hb-summary"))
 
     run(engine, (100, 30), scenario)
+
+
+def test_the_commands_it_says_connect_this_workspace_when_run_as_written(tmp_path: Path) -> None:
+    """The commands up to starting opencode, run as an operator pastes them into a shell with
+    `evolve` on the PATH (in a HOME of the test's own): the project is made, and its opencode.json
+    names the plugin, serving this very workspace."""
+    workspace = tmp_path / "my agent"  # (a space: the command quotes it)
+    home = tmp_path / "home"
+    bin_dir = str(Path(sys.executable).parent)  # this checkout's evolve
+    env = make_isolated_env(home, PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
+    steps = connect_steps(str(workspace), Evolve()).plain.splitlines()
+    commands = [line.strip() for line in steps if line.startswith("  ")]
+    assert commands[0] == "mkdir -p ~/code/myproject" and commands[1].startswith("evolve shim install ")
+
+    for command in commands[:2]:
+        done = subprocess.run(
+            ["bash", "-c", command], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=60
+        )
+        assert done.returncode == 0, (command, done.stderr)
+
+    config = json.loads((home / "code" / "myproject" / "opencode.json").read_text(encoding="utf-8"))
+    entries = [e for e in config["plugin"] if isinstance(e, list) and str(e[0]).endswith("/evolve.js")]
+    assert len(entries) == 1 and entries[0][1]["workspace"] == str(workspace), config["plugin"]
 
 
 # ---- rows that stay still ---------------------------------------------------------------------------

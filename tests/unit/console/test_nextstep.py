@@ -50,6 +50,7 @@ def test_the_commands_connect_this_workspace_in_order() -> None:
         "No opencode is connected: until one is, the agent's hooks do not run and its heartbeat waits.",
         "Connect one: the evolve plugin into an opencode project (any directory), then opencode there:",
         "  source /opt/evolve/.venv/bin/activate   (puts evolve on your PATH)",
+        "  mkdir -p ~/code/myproject",
         "  evolve shim install --workspace '/srv/my agent' --project ~/code/myproject",
         '  cd ~/code/myproject && "$(evolve opencode install)"   (installs opencode first if needed)',
         "A real model, any OpenAI-compatible server (before you start opencode):",
