@@ -98,15 +98,17 @@ def connection_line(
 
 def runs_line(model: ConsoleModel, shown: int, following: bool, unseen: int) -> str:
     """The line under the runs: the journal's counts, the runs received live, the rows shown
-    (`shown`), and while the table does not follow (the operator moved its cursor), that it does
-    not, the new ones below (`unseen`) and the key that follows again."""
+    (`shown`), and while the table does not follow (the operator moved its cursor), first (a line
+    cut at the terminal's width never cuts it), that it does not, the new ones below (`unseen`) and
+    the key that follows again."""
     counts, live = model.counts, model.events_seen["hook_run"]
     text = (
         f"{counts.get('runs', 0):,} runs in the journal · {counts.get('failed_runs', 0):,} failed · "
         f"{live:,} received live · showing {shown:,}"
     )
     if not following:
-        text += "  · following paused" + (f" · +{unseen:,} new" if unseen else "") + " (g to follow)"
+        new = f" · +{unseen:,} new" if unseen else ""
+        text = f"following paused{new} (g to follow) · {text}"
     return text
 
 

@@ -201,6 +201,26 @@ def test_rows_arriving_while_the_operator_presses_up_move_neither_the_cursor_nor
     run(engine, (100, 30), scenario)
 
 
+def test_the_runs_say_following_paused_and_its_key_whole_at_100_columns(engine: EngineProcess) -> None:
+    for _ in range(3):
+        engine.stage("idle", {})
+
+    async def scenario(app: EvolveConsole, pilot: Pilot[Any]) -> None:
+        runs = table(app, "runs")
+        await wait_until(pilot, lambda: runs.row_count >= 4, "the runs")
+        runs.focus()
+        await pilot.press("up")
+        await asyncio.to_thread(engine.stage, "idle", {})
+        status = app.query_one("#runs-status")
+        await wait_until(
+            pilot,
+            lambda: drawn(status).strip().startswith("following paused · +1 new (g to follow) · "),
+            lambda: f"the key to follow again on screen ({drawn(status)!r})",
+        )
+
+    run(engine, (100, 30), scenario)
+
+
 # ---- the connection bar -----------------------------------------------------------------------------
 
 
