@@ -17,13 +17,16 @@ from engine.protocol.records import Health
 from .client import EngineClient, Target
 from .format import session_label
 from .model import ConsoleModel, Part
+from .nextstep import Evolve
 
 
 class Agent:
     """An engine: its address (`target`), its `client`, the `model` of what it told the console."""
 
-    def __init__(self, target: Target, clock: Callable[[], float]) -> None:
+    def __init__(self, target: Target, clock: Callable[[], float], evolve: Evolve | None = None) -> None:
+        """`evolve`: how the operator's shell runs evolve, in the commands the console suggests."""
         self.target = target
+        self.evolve = evolve or Evolve()
         self.client = EngineClient(target)
         self.clock = clock
         self.model = ConsoleModel()

@@ -36,8 +36,9 @@ from .launch import LaunchError, engine_for
 from .mainscreen import MainScreen
 from .messages import COMMAND_GROUP, ConnectionChanged, Failed, Reload, Severity, Toast
 from .model import PART_NAMES, ConsoleModel, Part, Update
+from .nextstep import Evolve, evolve_command
 from .replay import ReplayScreen
-from .status import connection_line
+from .status import connection_items
 from .views import VIEWS, Registry
 
 FLOOD = 100  # pending events per tick (a quarter second) above which repaints slow down
@@ -62,12 +63,15 @@ class EvolveConsole(App[None]):
         clock: Callable[[], float] = time.time,
         poll_s: float = 5.0,
         bell: bool | None = None,
+        evolve: Evolve | None = None,
     ) -> None:
+        """`evolve`: how the operator's shell runs evolve, in the commands the console suggests
+        (default: as `nextstep.evolve_command` finds it)."""
         super().__init__()
         # No animations (scrolling jumps): a console that follows a flood of runs needs its frames
         # for the runs.
         self.animation_level = "none"
-        self.agent = Agent(target, clock)
+        self.agent = Agent(target, clock, evolve if evolve is not None else evolve_command())
         self.views = views  # the registry the main screen is built from
         self.clock = clock
         self.poll_s = poll_s
@@ -216,10 +220,10 @@ class EvolveConsole(App[None]):
         self.refresh_bindings()
 
     def render_connection(self) -> None:
-        """The top bar (`status.connection_line`)."""
+        """The top bar (`status.connection_items`), and what follows the engine's status in the views."""
         agent = self.agent
-        line = connection_line(agent.model, agent.workspace, self.clock(), agent.down_since, agent.heard_at)
-        self._main.connection.show(line)
+        items = connection_items(agent.model, agent.workspace, self.clock(), agent.down_since, agent.heard_at)
+        self._main.show_connection(items)
 
     # ---- applying events in batches ---------------------------------------------------------
 

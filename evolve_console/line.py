@@ -1,15 +1,14 @@
-"""A one-line text widget for text that changes often (counts, the connection bar)."""
+"""A one-line text widget for text that changes often (the runs' counts)."""
 
 from __future__ import annotations
 
 from rich.text import Text
-from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
 
 class Line(Widget):
-    """One line of text that changes often (counts, connection state). Unlike Static.update, a
+    """One line of text that changes often (counts). Unlike Static.update, a
     change repaints only this line: no layout pass over the whole screen."""
 
     DEFAULT_CSS = """
@@ -17,17 +16,6 @@ class Line(Widget):
     """
 
     text: reactive[Text] = reactive(Text(), layout=False)
-
-    class Clicked(Message):
-        """The line was clicked (the connection bar opens what it cut short)."""
-
-        def __init__(self, line: Line) -> None:
-            super().__init__()
-            self.line = line
-
-        @property
-        def control(self) -> Line:
-            return self.line
 
     def __init__(self, *, id: str | None = None, classes: str | None = None) -> None:
         super().__init__(id=id, classes=classes)
@@ -42,6 +30,3 @@ class Line(Widget):
         out.no_wrap = True
         out.overflow = "ellipsis"
         return out
-
-    def on_click(self) -> None:
-        self.post_message(self.Clicked(self))

@@ -18,14 +18,14 @@ from textual.worker import Worker
 
 from . import controls
 from .agent import Agent
+from .connectionbar import ConnectionBar
 from .keybar import KeyBar
 from .keys import SCREEN_KEYS, Where, applies, view_keys
-from .line import Line
 from .messages import COMMAND_GROUP, Go, OpenSession, Toast, pass_failure_up
 from .model import Part, Update
 from .palette import Command, EvolveCommands, Run
 from .screens import MoreScreen, ResultScreen, StageScreen
-from .status import badges, has_problems, problems_text
+from .status import Pieces, badges, has_problems, problems_text
 from .textual_private import skip_own_layout
 from .viewbar import ViewBar
 from .views import HeartbeatView, Registry, RunsView, View
@@ -74,7 +74,7 @@ class MainScreen(Screen[None]):
         self.trail: list[Step] = []  # where escape goes back to, the latest last
         self._titles: dict[str, str | None] = {}  # the session titles the views were drawn with
         # Made here, not in compose: the app draws the connection bar from its own mount on.
-        self.connection = Line(id="connection")
+        self.connection = ConnectionBar(id="connection")
         bar = [(view.NAME, str(n), view.LABEL) for n, view in enumerate(views, 1)]
         self.view_bar = ViewBar(bar, shown=self.shown, id="views")
         self._views: list[View] = [view(agent) for view in views]
@@ -138,6 +138,14 @@ class MainScreen(Screen[None]):
     def tick(self) -> None:
         for view in self.views:
             view.tick()
+
+    def show_connection(self, items: Pieces) -> None:
+        """The connection bar's pieces (`status.connection_items`); the views follow what they show
+        of the engine's status (the way to connect opencode while none is)."""
+        self.connection.show(items)
+        for view in self.views:
+            if view.is_mounted:
+                view.status_changed()
 
     def connection_changed(self) -> None:
         """The engine started or stopped answering: the keys that need it are dimmed or not."""
@@ -250,9 +258,9 @@ class MainScreen(Screen[None]):
         if status is not None:
             self.app.push_screen(MoreScreen("the engine's configuration problems", problems_text(status)))
 
-    @on(Line.Clicked)
-    def connection_clicked(self, message: Line.Clicked) -> None:
-        if message.line is self.connection and self.check_action("problems", ()):
+    @on(ConnectionBar.Clicked)
+    def connection_clicked(self) -> None:
+        if self.check_action("problems", ()):
             self.action_problems()
 
     def action_run_stage(self) -> None:

@@ -6,12 +6,79 @@ the runs table's state): no widget, so each is tested on plain data."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from rich.text import Text
 
 from engine.protocol import EngineStatus
 
 from .format import ago, clock_time, short
 from .model import ConsoleModel
+
+
+class Pieces(NamedTuple):
+    """The top bar's pieces: `pieces`, which it wraps between, never cutting one, and the engine's
+    `address` (None while it does not answer), last, which it cuts at the line's end rather than
+    give it a line of its own."""
+
+    pieces: list[Text]
+    address: Text | None
+
+
+def connection_items(
+    model: ConsoleModel,
+    workspace: str | None,
+    now: float,
+    down_since: float | None,
+    heard_at: float | None,
+) -> Pieces:
+    """The top bar, as the pieces it wraps between (never within one, so that `(c: read)` is never
+    cut): the engine, the workspace, opencode, the engine's problems (a journal that cannot write,
+    configuration errors), and last its address. While
+    the engine does not answer, what only it knew is shown as last known, dimmed, with its time.
+
+    `workspace`: the workspace the console was started for (None: only an address), which tells how
+    to start the engine; `down_since`: when the engine stopped answering; `heard_at`: when it last
+    answered."""
+    items: list[Text] = []
+    if model.connected:
+        items.append(Text(" engine ● connected ", style="bold reverse green"))
+    else:
+        down = f" for {ago(now - down_since)}" if down_since else ""
+        items.append(Text(f" engine ○ down{down} ", style="bold reverse red"))
+    shown = (model.status.workspace if model.status else None) or workspace
+    if shown:
+        items.append(Text(f" {shown} ", style="bold"))
+    if not model.connected:
+        if workspace:
+            items.append(Text(f" start it: evolve serve --workspace {workspace} (or E) ", style="yellow"))
+        else:
+            items.append(Text(f" {short(model.detail, 80)} ", style="yellow"))
+    opencode = model.status.opencode if model.status else []
+    if opencode:
+        modes = ", ".join(sorted({str(c.mode) for c in opencode}))
+        style = "bold reverse green" if model.connected else "dim reverse"
+        item = Text(f" opencode ● {len(opencode)} connected ({modes}) ", style=style)
+    else:
+        style = "bold reverse yellow" if model.connected else "dim reverse"
+        item = Text(" opencode ○ not connected ", style=style)
+    if not model.connected and model.status is not None and heard_at:
+        item.append(f" (as of {clock_time(heard_at)} UTC)", style="dim")
+    items.append(item)
+    failing = model.status.journal_failing if model.status else None
+    if failing and model.connected:
+        items.append(
+            Text(f"  journal failing: {short(failing, 60)}; the engine refuses new work", style="bold red")
+        )
+    errors = model.status.config_errors if model.status else []
+    if errors:
+        items.append(
+            Text(
+                f"  config: {len(errors)} error{'s' if len(errors) > 1 else ''}, last good config in use (c: read)",
+                style="bold red",
+            )
+        )
+    return Pieces(items, Text(f"  {model.detail}", style="dim") if model.connected else None)
 
 
 def connection_line(
@@ -21,61 +88,27 @@ def connection_line(
     down_since: float | None,
     heard_at: float | None,
 ) -> Text:
-    """The top bar: the engine, opencode, the workspace, and the engine's problems (a journal that
-    cannot write, configuration errors). While the engine does not answer, what only it knew is shown as last known, dimmed, with its time.
-
-    `workspace`: the workspace the console was started for (None: only an address), which tells how
-    to start the engine; `down_since`: when the engine stopped answering; `heard_at`: when it last
-    answered."""
+    """The top bar in one line (`connection_items` one after the other)."""
     text = Text(no_wrap=True, overflow="ellipsis")
-    if model.connected:
-        text.append(" engine ● connected ", style="bold reverse green")
-    else:
-        down = f" for {ago(now - down_since)}" if down_since else ""
-        text.append(f" engine ○ down{down} ", style="bold reverse red")
-    shown = (model.status.workspace if model.status else None) or workspace
-    if shown:
-        text.append(f" {shown} ", style="bold")
-    if not model.connected:
-        if workspace:
-            text.append(f" start it: evolve serve --workspace {workspace} (or E) ", style="yellow")
-        else:
-            text.append(f" {short(model.detail, 80)} ", style="yellow")
-    opencode = model.status.opencode if model.status else []
-    stale = Text.assemble((f" (as of {clock_time(heard_at)} UTC)", "dim") if heard_at else ("", ""))
-    if opencode:
-        modes = ", ".join(sorted({str(c.mode) for c in opencode}))
-        style = "bold reverse green" if model.connected else "dim reverse"
-        text.append(f" opencode ● {len(opencode)} connected ({modes}) ", style=style)
-    else:
-        style = "bold reverse yellow" if model.connected else "dim reverse"
-        text.append(" opencode ○ not connected ", style=style)
-    if not model.connected and model.status is not None:
-        text.append_text(stale)
-    if model.connected:
-        text.append(f"  {model.detail}", style="dim")
-    failing = model.status.journal_failing if model.status else None
-    if failing and model.connected:
-        text.append(f"  journal failing: {short(failing, 60)}; the engine refuses new work", style="bold red")
-    errors = model.status.config_errors if model.status else []
-    if errors:
-        text.append(
-            f"  config: {len(errors)} error{'s' if len(errors) > 1 else ''}, last good config in use (c: read)",
-            style="bold red",
-        )
+    pieces, address = connection_items(model, workspace, now, down_since, heard_at)
+    for item in [*pieces, *([address] if address else [])]:
+        text.append_text(item)
     return text
 
 
 def runs_line(model: ConsoleModel, shown: int, following: bool, unseen: int) -> str:
-    """The line above the runs: the journal's counts, the runs received live, the rows shown
-    (`shown`), and the new ones below while the table does not follow (`unseen`)."""
+    """The line under the runs: the journal's counts, the runs received live, the rows shown
+    (`shown`), and while the table does not follow (the operator moved its cursor), first (a line
+    cut at the terminal's width never cuts it), that it does not, the new ones below (`unseen`) and
+    the key that follows again."""
     counts, live = model.counts, model.events_seen["hook_run"]
     text = (
         f"{counts.get('runs', 0):,} runs in the journal · {counts.get('failed_runs', 0):,} failed · "
         f"{live:,} received live · showing {shown:,}"
     )
-    if not following and unseen:
-        text += f"  · +{unseen:,} new (g to follow)"
+    if not following:
+        new = f" · +{unseen:,} new" if unseen else ""
+        text = f"following paused{new} (g to follow) · {text}"
     return text
 
 

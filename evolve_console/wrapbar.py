@@ -1,5 +1,6 @@
-"""A bar of items (keys, views) that wraps onto as many lines as its width needs, never cutting an
-item: in a narrow terminal every key and every view stays in sight and clickable."""
+"""A bar of items (keys, views, the connection's pieces) that wraps onto as many lines as its width
+needs, never cutting an item (but a last one that may be): in a narrow terminal every key and every
+view stays in sight and clickable."""
 
 from __future__ import annotations
 
@@ -11,13 +12,17 @@ from textual.widget import Widget
 Placed = list[list[int]]  # the items of each line, by index
 
 
-def place(widths: list[int], width: int) -> Placed:
+def place(widths: list[int], width: int, cut_last: int = 0) -> Placed:
     """The items (their widths in cells, in order) laid out in lines of `width` cells: each line
-    takes items while they fit; an item wider than a whole line has a line of its own."""
+    takes items while they fit; an item wider than a whole line has a line of its own. With
+    `cut_last`, the last item stays on the line before it, cut, when that line has that many cells
+    left for it (rather than taking a line of its own)."""
     lines: Placed = [[]]
     used = 0
+    last = len(widths) - 1
     for index, cells in enumerate(widths):
-        if lines[-1] and used + cells > width:
+        stays_cut = index == last and cut_last and width - used >= cut_last
+        if lines[-1] and used + cells > width and not stays_cut:
             lines.append([])
             used = 0
         lines[-1].append(index)
@@ -38,6 +43,7 @@ class WrapBar(Widget, can_focus=False):
         super().__init__(id=id)
         self._spans: list[tuple[int, int, int, int]] = []  # (line, start x, end x, item index)
         self._lines = 1  # lines at the width last drawn
+        self.cut_last = 0  # cells left on a line for which the last item stays on it, cut (0: never)
 
     def items(self) -> list[Text]:
         """Each item's text, with its own styles and spacing (leading blank included)."""
@@ -53,7 +59,7 @@ class WrapBar(Widget, can_focus=False):
         return None
 
     def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
-        return max(len(place([item.cell_len for item in self.items()], width)), 1)
+        return max(len(place([item.cell_len for item in self.items()], width, self.cut_last)), 1)
 
     def changed(self) -> None:
         """The items changed: repaint, and lay the screen out again if that takes more or fewer lines."""
@@ -63,7 +69,7 @@ class WrapBar(Widget, can_focus=False):
     def render(self) -> Text:
         items = self.items()
         width = self.size.width or sum(item.cell_len for item in items)
-        placed = place([item.cell_len for item in items], width)
+        placed = place([item.cell_len for item in items], width, self.cut_last)
         self._lines = max(len(placed), 1)
         out = Text(no_wrap=True, overflow="ellipsis", end="")
         self._spans = []
@@ -73,6 +79,9 @@ class WrapBar(Widget, can_focus=False):
             x = 0
             for index in line:
                 item = items[index]
+                if x + item.cell_len > width and x:  # the last item, cut to the line's end
+                    item = item.copy()
+                    item.truncate(width - x, overflow="ellipsis")
                 out.append_text(item)
                 self._spans.append((y, x, x + item.cell_len, index))
                 x += item.cell_len

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, ClassVar
 
+from rich.text import Text
 from textual import on
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -22,6 +23,7 @@ from ..agent import Agent
 from ..detail import DetailPane
 from ..messages import OpenSession, pass_failure_up
 from ..model import ChangeEntry, ConsoleModel, Part, Update
+from ..nextstep import SEE_VIEW_1, without_opencode
 from ..palette import Command
 from ..screens import MoreScreen
 from ..table import KeyedTable
@@ -116,13 +118,34 @@ class View(Vertical):
         """The engine started or stopped answering: keys and buttons that need it follow."""
         self.refresh_bindings()
 
+    def status_changed(self) -> None:
+        """The engine's status may have changed (its opencode connections, whether it answers):
+        what the view says of it follows (an empty table's words, the way to connect opencode)."""
+
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         pass_failure_up(self, event)
 
 
 class TableView(View):
     """Rows in a table on the left, the selected one in detail on the right (`DetailPane`, or the
-    changes' diff). Highlighting a row shows it (`highlighted`)."""
+    changes' diff). Highlighting a row shows it (`highlighted`). While the table is empty it says
+    what will appear there and when (`EMPTY`), and how to connect opencode while none is."""
+
+    EMPTY: ClassVar[str] = ""  # what the empty table says: what will appear there, and when
+
+    def on_mount(self) -> None:
+        self.status_changed()
+
+    def status_changed(self) -> None:
+        self.table.empty = self.empty_text()
+
+    def empty_text(self) -> Text:
+        """What the table says while it is empty: `EMPTY`, and while no opencode is connected (nothing
+        comes until then), where the way to connect one is."""
+        text = Text(self.EMPTY)
+        if without_opencode(self.model):
+            text.append(f"\n\n{SEE_VIEW_1}", style="bold")
+        return text
 
     @property
     def table(self) -> KeyedTable:

@@ -136,9 +136,21 @@ class ChangesView(TableView):
         Command("go: the turn that made the selected change", "open", "its agent's words, call, runs"),
     )
 
+    EMPTY = (
+        "Changes appear here as commits of the workspace: each change the agent, a hook, the heartbeat "
+        "or an operator makes to it, and each change the review gate holds for your decision."
+    )
+
     def __init__(self, agent: Agent) -> None:
         super().__init__(agent)
         self.needs_review_only = False  # the table shows only what needs review
+
+    def empty_text(self) -> Text:
+        if self.needs_review_only:
+            return Text(
+                "Nothing needs review: no change awaits your decision or your look (n: every change)."
+            )
+        return super().empty_text()
 
     def compose(self) -> ComposeResult:
         with Horizontal(id="change-actions"):
@@ -155,6 +167,7 @@ class ChangesView(TableView):
                     ("review", "review"),
                 ],
                 id="changes-table",
+                tells_following=True,
             )
             yield ChangeDetail(self.agent, id="change-detail", classes="detail")
 
@@ -342,6 +355,7 @@ class ChangesView(TableView):
 
     def action_toggle_needs_review(self) -> None:
         self.needs_review_only = not self.needs_review_only
+        self.table.empty = self.empty_text()
         self.draw(Part.CHANGES)
         self.notify("only what needs review" if self.needs_review_only else "every change", timeout=2)
 

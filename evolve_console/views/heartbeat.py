@@ -18,6 +18,7 @@ from .. import controls
 from ..format import as_json, clock_time, countdown, date_time, duration, session_label, short
 from ..messages import COMMAND_GROUP, Reload, Toast
 from ..model import Part
+from ..nextstep import connect_steps
 from ..screens import MoreScreen
 from ..section import Section
 from .base import MORE, View
@@ -66,7 +67,7 @@ class HeartbeatView(View, can_focus=True):
             state = "WAITING"
             timer = (
                 "no opencode connected: the first tick comes "
-                f"{countdown((st.interval_ms or 0) / 1000)} after one connects"
+                f"{countdown((st.interval_ms or 0) / 1000)} after one connects (how: below)"
             )
         elif st.next_at:
             since = st.connected_at or 0.0
@@ -90,6 +91,10 @@ class HeartbeatView(View, can_focus=True):
             f" · model {model.get('providerID')}/{model.get('modelID')}" if model else " · model: none yet"
         )
         text.append(f"\nsession {session} · last heartbeat {date_time(st.time) if st.time else 'never'}")
+        workspace = self.model.status.workspace if self.model.status else self.agent.workspace
+        if state == "WAITING" and workspace:
+            text.append("\n\n")
+            text.append_text(connect_steps(workspace, self.agent.evolve))
         self.query_one("#hb-summary", Static).update(text)
         self._gauge("count", st.count, st.count_threshold, "heartbeats since cleanup")
         self._gauge("tokens", st.tokens, st.tokens_threshold, "tokens in the heartbeat session")

@@ -11,7 +11,7 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
-from textual.widgets import Input, Label, Switch
+from textual.widgets import Input, Label, Static, Switch
 
 from engine.protocol import HookRun
 
@@ -22,6 +22,7 @@ from ..line import Line
 from ..messages import Reload
 from ..model import ConsoleModel, RunFilter, Update
 from ..model import Part as ModelPart
+from ..nextstep import connect_steps, without_opencode
 from ..palette import Command
 from ..status import runs_line
 from ..table import KeyedTable
@@ -48,6 +49,11 @@ class RunsView(TableView):
         MORE,
     ]
     ENGINE_KEYS = frozenset({"toggle_failures"})  # reloads the runs
+    EMPTY = (
+        "Hook runs appear here as the hooks run: when the engine discovers them (at its start, and "
+        "after a change to hooks/), at each stage of a session of a connected opencode (its requests, "
+        "messages and tool calls), and at each heartbeat tick."
+    )
     COMMANDS = (
         Command("runs: follow new runs", "follow", "jump to the newest run and keep following"),
         Command("runs: failures only", "toggle_failures", "show only failed hook runs"),
@@ -56,8 +62,12 @@ class RunsView(TableView):
     def __init__(self, agent: Agent) -> None:
         super().__init__(agent)
         self.run: HookRun | None = None  # the selected run, in full
+        self._guide: Text | None = None  # how to connect opencode, shown above the runs while none is
 
     def compose(self) -> ComposeResult:
+        guide = Static("", id="connect-guide", classes="guide", markup=False)
+        guide.display = False  # until the engine says that no opencode is connected
+        yield guide
         with Horizontal(id="run-filters", classes="filters"):
             yield Input(placeholder="stage", id="filter-stage")
             yield Input(placeholder="hook", id="filter-hook")
@@ -78,6 +88,40 @@ class RunsView(TableView):
             )
             yield DetailPane("select a run", id="run-detail", classes="detail")
         yield Line(id="runs-status", classes="status-line")
+
+    def status_changed(self) -> None:
+        """While the engine says no opencode is connected, the way to connect one (and the demo)
+        above the runs, in place of the silence of a table that gets no new row."""
+        super().status_changed()
+        model = self.model
+        guide = None
+        if without_opencode(model) and model.status is not None:
+            guide = connect_steps(model.status.workspace, self.agent.evolve)
+        if guide != self._guide:
+            self._guide = guide
+            panel = self.query_one("#connect-guide", Static)
+            panel.update(guide or "")
+            if panel.display != (guide is not None):
+                panel.display = guide is not None
+                # A widget shown and repainted in one frame may be laid out without the lines
+                # that moved marked for painting (Textual 8.2 rebuilds its map of the screen as it
+                # meets the new widget, so the layout after it sees nothing change): those lines
+                # would keep what was there. One whole repaint, once laid out.
+                self.call_after_refresh(self.screen.refresh)
+
+    def empty_text(self) -> Text:
+        """What will appear, or that the filters hide everything (the way to connect opencode is
+        above the table, not in it)."""
+        applied = self.model.run_filter
+        if applied == RunFilter():
+            return Text(self.EMPTY)
+        fields = [f"{k} {v}" for k, v in applied.params().items() if k != "failed"]
+        said = ", ".join(fields + (["failures only"] if applied.failed else []))
+        how = " or ".join(
+            (["empty a field and press enter"] if fields else [])
+            + (["x: failed or not"] if applied.failed else [])
+        )
+        return Text(f"No hook run matches the filters ({said}): {how}.")
 
     def run_filter(self) -> RunFilter:
         """The filters as the fields and the switch show them now."""
@@ -201,4 +245,5 @@ class RunsView(TableView):
     @on(Switch.Changed, "#filter-failed")
     def filters_changed(self) -> None:
         self.model.run_filter = self.run_filter()
+        self.table.empty = self.empty_text()
         self.post_message(Reload(ModelPart.RUNS))

@@ -20,7 +20,7 @@ from ..format import as_json, date_time, session_label, size
 from ..model import Part as ModelPart
 from ..palette import Command
 from ..table import KeyedTable
-from .base import MORE, TableView
+from .base import FOLLOW, MORE, TableView
 
 
 class SessionsView(TableView):
@@ -34,8 +34,13 @@ class SessionsView(TableView):
         Binding(
             "t", "toggle_schemas", "Schemas", id="sessions.schemas", tooltip="The tools offered, with schemas"
         ),
+        FOLLOW,
         MORE,
     ]
+    EMPTY = (
+        "Sessions appear here as a connected opencode opens them: each chat, and the heartbeat's own "
+        "session at its first tick."
+    )
     COMMANDS = (Command("sessions: tools offered with schemas", "toggle_schemas", "t in view 3"),)
 
     def __init__(self, agent: Agent) -> None:
@@ -55,6 +60,7 @@ class SessionsView(TableView):
                     ("notes", "notif"),
                 ],
                 id="sessions-table",
+                tells_following=True,
             )
             yield DetailPane("select a session", id="session-detail", classes="detail")
 

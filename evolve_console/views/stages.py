@@ -28,6 +28,11 @@ class StagesView(TableView):
     LABEL = "Stage results"
     PARTS = frozenset({ModelPart.STAGES})
     BINDINGS: ClassVar[list[BindingType]] = [OPEN, FOLLOW, MORE]
+    EMPTY = (
+        "Stage results appear here as the engine dispatches a stage to the hooks: each request, message "
+        "and tool call of a session of a connected opencode, each heartbeat tick, or a stage you run by "
+        "hand (s)."
+    )
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="split"):
@@ -42,6 +47,7 @@ class StagesView(TableView):
                     ("duration", "duration"),
                 ],
                 id="stages-table",
+                tells_following=True,
             )
             yield DetailPane("select a stage result", id="stage-detail", classes="detail")
         yield Line(id="stages-status", classes="status-line")

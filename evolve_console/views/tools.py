@@ -42,6 +42,11 @@ class ToolCallsView(TableView):
     LABEL = "Tool calls"
     PARTS = frozenset({ModelPart.TOOLS})
     BINDINGS: ClassVar[list[BindingType]] = [OPEN, FOLLOW, MORE]
+    EMPTY = (
+        "Tool calls appear here as the agent calls the tools its hooks and evolve give it (notes_add, "
+        "evolve_hook_edit, …) in a session of a connected opencode, or as an operator runs one "
+        "(evolve call)."
+    )
 
     def compose(self) -> ComposeResult:
         with Horizontal(classes="split"):
@@ -55,6 +60,7 @@ class ToolCallsView(TableView):
                     ("commit", "change"),
                 ],
                 id="tools-table",
+                tells_following=True,
             )
             yield DetailPane("select a tool call", id="tool-detail", classes="detail")
 

@@ -26,6 +26,7 @@ from typing import Any
 
 import pytest
 from rich.text import Text
+from textual.geometry import Region
 from textual.message import Message
 from textual.notifications import Notify
 from textual.pilot import Pilot
@@ -161,6 +162,12 @@ def text_of(widget: Widget) -> str:
     """The plain text a widget shows (a Static, a Label, or any widget rendering text)."""
     rendered = widget.render()
     return rendered.plain if isinstance(rendered, Text) else str(rendered)
+
+
+def drawn(widget: Widget) -> str:
+    """The lines a line-drawn widget (a table, a detail pane) draws now, as the screen gets them."""
+    size = widget.outer_size
+    return "\n".join(strip.text for strip in widget.render_lines(Region(0, 0, size.width, size.height)))
 
 
 def connection_text(app: EvolveConsole) -> str:

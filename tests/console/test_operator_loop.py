@@ -35,6 +35,7 @@ from tests.console.conftest import (
     StartEngine,
     cell_text,
     connected,
+    drawn,
     errors_shown,
     notifications,
     row_keys,
@@ -392,16 +393,23 @@ def test_tool_calls_view_shows_each_result_and_enter_goes_to_the_session_and_esc
         assert shown_in(app, "sessions") == "ses_toolcalls2"
         session_pane = app.query_one("#session-detail", DetailPane)
         await wait_until(pilot, lambda: "Risky edits\nses_toolcalls2" in session_pane.plain, "its detail")
-        # Meanwhile the agent goes on: a new call, which the tool calls table (on its last row) follows.
+        # Meanwhile the agent goes on: a new call. The operator picked the denied call (the last row,
+        # with the arrows): the table stays on it and counts the new one.
         later = await asyncio.to_thread(
             shim.call, "evolve_datetime", {}, session="ses_toolcalls1", call_id="c4"
         )
-        await wait_until(
-            pilot, lambda: shown_in(app, "tools") == later["id"], "the table to follow the new call"
-        )
+        await wait_until(pilot, lambda: later["id"] in tools.rows, "the new call in the table")
+        assert shown_in(app, "tools") == denied["id"] and not tools.following and tools.unseen == 1
         await pilot.press("escape")
         await wait_until(pilot, lambda: app.shown == "tools", "back to the tool calls")
         assert shown_in(app, "tools") == denied["id"], "the call enter was pressed on"
+        await wait_until(
+            pilot,
+            lambda: "following paused · +1 new · g: follow" in drawn(tools),
+            lambda: f"the table to say it does not follow ({drawn(tools)[-300:]!r})",
+        )
+        await pilot.press("g")
+        assert shown_in(app, "tools") == later["id"] and tools.following, "g: the newest call, followed"
 
         await select_row(pilot, tools, ok["id"])
         await pilot.press("enter")

@@ -45,6 +45,8 @@ from evolve_console.client import Target
 from evolve_console.detail import DetailPane
 from evolve_console.diffview import DiffView
 from evolve_console.help import HelpScreen
+from evolve_console.model import Part
+from evolve_console.nextstep import Evolve
 from evolve_console.table import KeyedTable
 from evolve_console.turn import TurnScreen
 from tests.console.conftest import connected, make_isolated_env, row_keys, select_row, settle, wait_until
@@ -603,6 +605,7 @@ def fixed_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EnginePro
 # ---- the console, made deterministic --------------------------------------------------------------------
 
 URL = re.compile(r"http://127\.0\.0\.1:\d+")
+WORKSPACE = "/srv/evolve/workspace"
 PID = re.compile(r"pid \d+")
 
 
@@ -614,16 +617,23 @@ class SnapshotConsole(EvolveConsole):
     CSS_PATH = str(Path(evolve_console.app.__file__).with_name("console.tcss"))
 
     def __init__(self, target: Target) -> None:
-        super().__init__(target, clock=lambda: FROZEN_NOW)
+        # evolve as on a PATH (the commands the console suggests name it).
+        super().__init__(target, clock=lambda: FROZEN_NOW, evolve=Evolve())
         self.animation_level = "none"
         self.theme = "textual-dark"
+
+    async def reload(self, part: Part, draw: bool = True) -> None:
+        # The workspace as every view names it (the way to connect opencode names it too).
+        await super().reload(part, draw)
+        if part is Part.STATUS and self.model.status is not None:
+            self.model.status = dataclasses.replace(self.model.status, workspace=WORKSPACE)
 
     def render_connection(self) -> None:
         model = self.model
         detail, status = model.detail, model.status
         model.detail = PID.sub("pid 4242", URL.sub("http://127.0.0.1:8765", detail))
         if status is not None:
-            model.status = dataclasses.replace(status, workspace="/srv/evolve/workspace")
+            model.status = dataclasses.replace(status, workspace=WORKSPACE)
         try:
             super().render_connection()
         finally:

@@ -53,8 +53,8 @@ ALL_VIEWS = [view.NAME for view in VIEWS]
 CHANGES = Where("changes")
 
 RULES: list[tuple[str, Where, bool | None]] = [
-    # Following new rows: the tables that grow; failures only: the runs.
-    *[("follow", Where(v), v in ("runs", "stages", "changes", "tools")) for v in ALL_VIEWS],
+    # Following new rows: every table (each grows); failures only: the runs.
+    *[("follow", Where(v), v in ("runs", "stages", "sessions", "changes", "tools")) for v in ALL_VIEWS],
     *[("toggle_failures", Where(v), v == "runs") for v in ALL_VIEWS],
     # See more: the views with a detail pane that cuts (the changes' diff does not).
     *[("more", Where(v), v != "changes") for v in ALL_VIEWS],

@@ -20,10 +20,12 @@ from textual.selection import Selection
 from textual.widget import Widget
 from textual.widgets import Input, TextArea
 
+from evolve_console.connectionbar import ConnectionBar
 from evolve_console.detail import DetailPane, Part
 from evolve_console.format import PREVIEW_LIMIT
 from evolve_console.keybar import KeyBar
 from evolve_console.screens import MoreScreen
+from evolve_console.status import Pieces
 from evolve_console.table import MAX_ROWS, KeyedTable
 from evolve_console.viewbar import ViewBar
 from evolve_console.wrapbar import place
@@ -227,6 +229,137 @@ def test_table_click_below_the_rows_and_a_dropped_parked_row() -> None:
         table.upsert(rows(MAX_ROWS, start=3))  # r0..r2 are dropped, the parked one with them
         await pilot.pause()
         assert table.selected_key() == "r3" and table.cursor_row == 0
+
+    run_app(app, scenario)
+
+
+class LiveTableApp(TableApp):
+    """A table of live rows, which says when it does not follow them; its clock is the test's."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.now = 1000.0
+
+    def compose(self) -> ComposeResult:
+        yield KeyedTable(COLUMNS, id="t", tells_following=True, clock=lambda: self.now)
+
+
+def test_a_row_picked_with_the_arrows_stays_even_the_last_and_the_table_says_so() -> None:
+    app = LiveTableApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        table = app.query_one(KeyedTable)
+        table.upsert(rows(30))
+        table.focus()
+        await pilot.pause()
+        assert table.following and "following paused" not in "".join(lines(table))
+        await pilot.press("up", "down")  # back on the last row, picked
+        assert table.selected_key() == "r29" and not table.following
+        assert lines(table)[-1].strip() == "following paused · g: follow"
+        app.now += 10
+        table.upsert(rows(2, start=30))
+        await pilot.pause()
+        assert table.selected_key() == "r29" and table.unseen == 2, "new rows move nothing"
+        assert app.highlighted[-1] == "r29"
+        shown = lines(table)
+        assert shown[-1].strip() == "following paused · +2 new · g: follow"
+        assert "00000029" in shown[-2], "the picked row above the line that says so"
+        await pilot.press("down", "down")  # the last row, picked again
+        assert table.selected_key() == "r31" and not table.following
+        table.upsert(rows(1, start=32))
+        await pilot.pause()
+        assert table.selected_key() == "r31" and table.unseen == 3
+        # A click on that line follows again, as g (the view's key) and end do.
+        await pilot.click(KeyedTable, offset=Offset(3, table.scrollable_size.height - 1))
+        await pilot.pause()
+        assert table.following and table.selected_key() == "r32" and table.unseen == 0
+        assert "following paused" not in "".join(lines(table))
+        table.upsert(rows(1, start=33))
+        await pilot.pause()
+        assert table.selected_key() == "r33"
+        await pilot.press("home")
+        assert table.selected_key() == "r0" and not table.following
+        await pilot.press("end")
+        assert table.following and table.selected_key() == "r33"
+
+    run_app(app, scenario)
+
+
+def test_a_key_pressed_as_new_rows_arrive_moves_from_the_row_the_operator_saw() -> None:
+    app = LiveTableApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        table = app.query_one(KeyedTable)
+        table.upsert(rows(30))
+        table.focus()
+        await pilot.pause()
+        # Two rows arrive while the operator, looking at r29 under the cursor, presses up: the
+        # press was aimed from r29, not from the row that arrived a moment before it.
+        table.upsert(rows(2, start=30))
+        await pilot.pause()
+        assert table.selected_key() == "r31", "following: the cursor went to the new last row"
+        app.now += 0.2
+        await pilot.press("up", "up", "up", "up")
+        assert table.selected_key() == "r25" and not table.following
+        # Seen long enough ago, the new row is where a key counts from.
+        table.follow()
+        table.upsert(rows(1, start=32))
+        await pilot.pause()
+        app.now += 2
+        await pilot.press("up")
+        assert table.selected_key() == "r31"
+
+    run_app(app, scenario)
+
+
+def test_a_reload_in_another_order_keeps_a_parked_row_on_its_line() -> None:
+    app = LiveTableApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        table = app.query_one(KeyedTable)
+        table.upsert(rows(40))
+        table.focus()
+        await pilot.pause()
+        await pilot.press("up", "up", "up", "up")
+        parked = table.selected_key()
+        before = lines(table)
+        line_of = next(i for i, line in enumerate(before) if "00000035" in line)
+        seen = len(app.highlighted)
+        # A row inserted before the parked one (a commit before the held changes) and one gone:
+        # every index below them shifts.
+        reloaded = rows(40)
+        reloaded.insert(20, ("n1", ["new-0001", "idle", "ok"]))
+        del reloaded[5]
+        table.replace_all(reloaded)
+        await pilot.pause()
+        assert table.selected_key() == parked == "r35" and not table.following
+        after = lines(table)
+        assert "00000035" in after[line_of], "the parked row on the line it was on"
+        assert after[1:line_of] == before[1:line_of], "and the rows above it where they were"
+        assert app.highlighted[seen:] == ["r35"], "the row it stays on, said once"
+
+    run_app(app, scenario)
+
+
+def test_an_empty_table_says_what_will_appear_and_when() -> None:
+    app = LiveTableApp()
+
+    async def scenario(pilot: Pilot[Any]) -> None:
+        table = app.query_one(KeyedTable)
+        table.empty = "Rows appear here as the hooks run, once an opencode is connected to the agent."
+        await pilot.pause()
+        shown = [line.strip() for line in lines(table)]
+        assert shown[0].split() == ["time", "stage", "status"]
+        assert shown[1] == "", "a blank line under the header"
+        words = " ".join(line for line in shown[2:] if line)
+        assert words == "Rows appear here as the hooks run, once an opencode is connected to the agent."
+        assert len(shown[2]) < len(words), "wrapped at the table's width"
+        table.upsert(rows(1))
+        await pilot.pause()
+        assert "Rows appear" not in "".join(lines(table))
+        table.clear()
+        await pilot.pause()
+        assert "Rows appear here" in "".join(lines(table))
 
     run_app(app, scenario)
 
@@ -577,6 +710,50 @@ def test_view_bar_wraps_with_its_badges_and_a_view_on_the_second_line_is_clicked
         assert bar.shown == "v6"
 
     run_app(app, scenario, size=(100, 8))
+
+
+def test_connection_bar_keeps_the_key_to_the_problems_whole_and_cuts_only_the_address() -> None:
+    pieces = [
+        Text(" engine ● connected "),
+        Text(" /home/someone/workspace "),
+        Text(" opencode ● 1 connected (in-process) "),
+        Text("  config: 2 errors, last good config in use (c: read)"),
+    ]
+    address = Text("  http://127.0.0.1:46661 · pid 26517")
+
+    class BarApp(App[None]):
+        def compose(self) -> ComposeResult:
+            yield ConnectionBar(id="connection")
+
+    def at(
+        app: BarApp, width: int, problems_line: int, address_ends: str
+    ) -> Callable[[Pilot[Any]], Awaitable[None]]:
+        async def scenario(pilot: Pilot[Any]) -> None:
+            bar = app.query_one(ConnectionBar)
+            bar.show(Pieces(pieces, address))
+            await pilot.pause()
+            shown = [line.rstrip() for line in lines(bar)]
+            assert bar.size.height == len(shown) and all(len(line) <= width for line in shown), shown
+            problems = "config: 2 errors, last good config in use (c: read)"
+            assert [y for y, line in enumerate(shown) if problems in line] == [problems_line], shown
+            assert shown[-1].endswith(address_ends), shown
+            bar.show(Pieces(pieces[:3], address))  # the problems fixed: one line
+            await pilot.pause()
+            assert len(lines(bar)) == 1 and bar.size.height == 1
+
+        return scenario
+
+    # 160 columns: one line, the address cut at its end; 100: the problems whole on a second line.
+    for width, problems_line, address_ends in ((160, 0, "  http://127.0.0.1:46661…"), (100, 1, "pid 26517")):
+        app = BarApp()
+        run_app(app, at(app, width, problems_line, address_ends), size=(width, 6))
+
+
+def test_place_cuts_only_a_last_item_that_has_room_enough_left() -> None:
+    assert place([10, 10, 30], 40) == [[0, 1], [2]]
+    assert place([10, 10, 30], 40, cut_last=16) == [[0, 1, 2]], "20 cells left: the last item stays, cut"
+    assert place([10, 20, 30], 40, cut_last=16) == [[0, 1], [2]], "10 left: a line of its own"
+    assert place([10, 35, 10], 40, cut_last=4) == [[0], [1, 2]], "only the last item is ever cut"
 
 
 def test_more_wraps_a_long_line_at_the_window_width() -> None:
