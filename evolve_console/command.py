@@ -6,8 +6,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import shlex
-import shutil
 import signal
 import sys
 import threading
@@ -150,18 +148,12 @@ def _closing_line(workspace: Path | None, what: str) -> None:
 
 
 def evolve_here() -> str:
-    """`evolve` as the shell that started this one can run it: `evolve` when its PATH finds this
-    program, else the program's full path (./scripts/run.sh runs .venv/bin/evolve without it on PATH)."""
-    program = Path(sys.argv[0]).absolute() if sys.argv and sys.argv[0] else None
-    if program is None or program.name != "evolve":  # `python -m engine`
-        program = Path(sys.executable).parent / "evolve"
-        if not program.is_file():
-            return f"{shlex.quote(sys.executable)} -m engine"
-    on_path = shutil.which("evolve")
-    with contextlib.suppress(OSError):
-        if on_path is not None and os.path.samefile(on_path, program):
-            return "evolve"
-    return shlex.quote(str(program))
+    """`evolve` as the shell that started this one can run it, in one line: `evolve` when its PATH
+    finds this program, else the program's full path (./scripts/run.sh runs .venv/bin/evolve without
+    it on PATH)."""
+    from .nextstep import evolve_command  # rich, only once the console has closed
+
+    return evolve_command(activate=False).command
 
 
 def _confirm(workspace: object) -> bool:

@@ -32,11 +32,14 @@ class Evolve:
     setup: str | None = None
 
 
-def evolve_command(argv0: str | None = None, executable: str = sys.executable) -> Evolve:
+def evolve_command(
+    argv0: str | None = None, executable: str = sys.executable, *, activate: bool = True
+) -> Evolve:
     """How the operator's shell runs this evolve: `evolve` when its PATH finds this very program;
     else `evolve` once its virtual environment is activated (./scripts/run.sh runs .venv/bin/evolve
     without it on PATH); else the program's full path; else `python -m engine` with the Python that
-    runs the console. `argv0`: how this process was started (default: `sys.argv[0]`)."""
+    runs the console. `argv0`: how this process was started (default: `sys.argv[0]`); `activate`:
+    whether a line that activates the virtual environment may come first (not in a one-line hint)."""
     started = argv0 if argv0 is not None else (sys.argv[0] if sys.argv else "")
     program = Path(started).absolute() if started else None
     if program is None or program.name != "evolve":  # `python -m engine console`, or a test
@@ -47,9 +50,9 @@ def evolve_command(argv0: str | None = None, executable: str = sys.executable) -
     with contextlib.suppress(OSError):
         if on_path is not None and os.path.samefile(on_path, program):
             return Evolve()
-    activate = program.parent / "activate"
-    if activate.is_file():
-        return Evolve(setup=f"source {shlex.quote(str(activate))}")
+    script = program.parent / "activate"
+    if activate and script.is_file():
+        return Evolve(setup=f"source {shlex.quote(str(script))}")
     return Evolve(shlex.quote(str(program)))
 
 
