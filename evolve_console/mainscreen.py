@@ -18,6 +18,8 @@ from textual.worker import Worker
 
 from . import controls
 from .agent import Agent
+from .alerts import Named
+from .alertscreen import AlertScreen, Chosen
 from .keybar import KeyBar
 from .keys import SCREEN_KEYS, Where, applies, view_keys
 from .line import Line
@@ -28,7 +30,7 @@ from .screens import MoreScreen, ResultScreen, StageScreen
 from .status import badges, has_problems, problems_text
 from .textual_private import skip_own_layout
 from .viewbar import ViewBar
-from .views import HeartbeatView, Registry, RunsView, View
+from .views import ChangesView, HeartbeatView, Registry, RunsView, View
 
 # The palette's commands that act from every view (each view adds its own, `View.COMMANDS`).
 COMMANDS: tuple[Command, ...] = (
@@ -39,6 +41,10 @@ COMMANDS: tuple[Command, ...] = (
     Command("stage: run by hand", "run_stage", "dispatch a stage to every hook with an input you edit"),
     Command("engine: show its problems", "problems", "config errors and warnings in full"),
     Command("engine: start it", "app.start_engine", "start the workspace's engine when it is down"),
+    Command("alert: show the change it names", "show_named", "j: the newest alert's change in view 5"),
+    Command("alert: revert the change it names", "revert_named", "R: asks first"),
+    Command("alert: close the toasts", "close_toasts", "z"),
+    Command("alert: read the recent alerts", "read_alerts", "N: each whole"),
 )
 
 
@@ -223,6 +229,7 @@ class MainScreen(Screen[None]):
     def where(self) -> Where:
         """What decides whether the console's keys apply now (`keys.applies`)."""
         model = self.agent.model
+        named = self.named()
         return Where(
             view=self.shown,
             typing=isinstance(self.focused, Input),
@@ -230,7 +237,67 @@ class MainScreen(Screen[None]):
             connected=model.connected,
             problems=has_problems(model.status),
             workspace=self.agent.workspace is not None,
+            named=named is not None,
+            named_revert=named is not None and named.revert is not None,
+            alerts=bool(self.agent.alerts.recent),
         )
+
+    # ---- the change an alert (or the selected row) names -----------------------------------------
+
+    def named(self) -> Named | None:
+        """The change the keys `j` and `R` act on: the one the newest alert on screen names (its toast
+        says so); with none on screen, the one behind what the shown view selects."""
+        alert = self.agent.alerts.current(self.agent.clock())
+        if alert is not None and alert.change is not None:
+            return Named(alert.change, alert.revert)
+        return self.shown_view.named_change()
+
+    def action_show_named(self) -> None:
+        named = self.named()
+        if named is not None:
+            self.show_change(named.change)
+
+    def action_revert_named(self) -> None:
+        named = self.named()
+        if named is not None and named.revert is not None:
+            self.revert_change(named.revert)
+
+    def show_change(self, key: str) -> None:
+        """The change `key` selected in view 5; escape comes back."""
+        self.trail.append(Step(self.shown, self.shown_view.selected_key()))
+        self._show_row(ChangesView.NAME, key)
+
+    def revert_change(self, sha: str) -> None:
+        """The change `sha` selected in view 5 (when it is shown there), and the revert dialog for it."""
+        self.trail.append(Step(self.shown, self.shown_view.selected_key()))
+        self.action_show_tab(ChangesView.NAME)
+        changes = self.query_one(ChangesView)
+        changes.select(sha)
+        changes.revert_commit(sha)
+
+    def action_close_toasts(self) -> None:
+        self.agent.alerts.close()
+        self.app.clear_notifications()
+        self.refresh_bindings()
+
+    def action_read_alerts(self) -> None:
+        alerts = self.agent.alerts.newest_first()
+        if alerts:
+            self.read_alerts(AlertScreen(alerts))
+
+    def read_alerts(self, screen: AlertScreen) -> None:
+        """The alerts dialog; what it was closed with (show or revert the change) is done here."""
+
+        def chosen(choice: Chosen) -> None:
+            if choice is None:
+                return
+            what, key = choice
+            if what == "show":
+                self.show_change(key)
+            else:
+                self.revert_change(key)
+
+        self.app.push_screen(screen, chosen)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return applies(action, self.where(), self.view_classes)
