@@ -286,9 +286,9 @@ class Demo:
 
     def _keep_edit_made(self) -> None:
         self.say(
-            "The agent just added a rule to its chat prompt: never delete a note. Its replay shows one "
-            "added sentence; what the agent does is another matter. Select it (j) and check its "
-            'behaviour (b): the scenario "forget a note" passes before it and fails after.',
+            "The agent just added a rule to its chat prompt: never delete a note. To see what the "
+            'agent now does, select it (j) and check its behaviour (b): "forget a note" passes '
+            "before it and fails after; r reverts it.",
             "information",
             self._last_change_to("prompts/chat.md"),
         )
