@@ -90,10 +90,8 @@ class AlertScreen(ModalScreen[Chosen]):
         if alert is None:
             heading.append("no alert yet")
         else:
-            heading.append(
-                f"{alert.title or alert.severity} at {clock_time(alert.at)} UTC",
-                style=SEVERITY_STYLES.get(alert.severity, ""),
-            )
+            heading.append(alert.title or alert.severity, style=SEVERITY_STYLES.get(alert.severity, ""))
+            heading.append(f" · {clock_time(alert.at)} UTC")
             heading.append(f"  ({self.index + 1} of {len(self.alerts)}, newest first)", style="dim")
             body.append(clean(alert.text))
         self.query_one("#alert-heading", Label).update(heading)

@@ -181,8 +181,9 @@ class EvolveConsole(App[None]):
         self.agent.heard()
         self.render_connection()
         if not self.first_load.is_set():
-            # The hooks failing as the console starts: what is broken, and the change behind it.
-            for failure in self.agent.model.failures.values():
+            # The hooks failing as the console starts: what is broken, and the change behind it
+            # (the engine lists the newest first: the newest alert is the latest failure).
+            for failure in reversed(list(self.agent.model.failures.values())):
                 self.alert(failure_alert(failure, since=True))
             # The widgets, styles and history loaded so far live as long as the console. Without
             # this, every full garbage collection walks them all again (about 45 ms here, every

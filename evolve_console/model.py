@@ -602,7 +602,7 @@ def failure_alert(failure: Failure, since: bool = False) -> Alert:
     suspect = failure.suspect
     text = failure.message or f"hooks/{failure.hook} started failing at {failure.stage}: {failure.error}"
     if since:
-        text = f"{text} [{failure.runs} failed runs so far]"
+        text = f"{text} [{failure.runs} failed run{'s' if failure.runs != 1 else ''} so far]"
     revertible = suspect is not None and suspect.origin != "initial"
     return Alert(
         text,

@@ -116,8 +116,9 @@ class ChangeDetail(DiffView):
             head.append("\n")
             head.append_text(failing)
             for f in c.failing:
-                head.append(f"\n  hooks/{f.hook} at {f.stage}: {f.runs} failed runs: {f.error}", style="red")
-            if c.revertible:
+                runs = f"{f.runs} failed run{'s' if f.runs != 1 else ''}"
+                head.append(f"\n  hooks/{f.hook} at {f.stage}: {runs}: {f.error}", style="red")
+            if c.revertible and c.state != "reverted":
                 head.append("\n  (r reverts it, asking first)", style="dim")
         if c.review:
             head.append(f"\n{c.review}", style="green")

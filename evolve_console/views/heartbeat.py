@@ -60,9 +60,9 @@ def history_text(ticks: list[TickResult]) -> Text:
         if text:
             text.append("\n")
         text.append(f"{clock_time(tick.started_at)} {tick.trigger:<6} ")
-        text.append(f"{tick.outcome:<8}", style=OUTCOME_STYLES.get(tick.outcome, ""))
+        text.append(tick.outcome, style=OUTCOME_STYLES.get(tick.outcome, ""))
         if tick.reason:
-            text.append(f" {short(tick.reason, 160)}", style="dim")
+            text.append(f": {short(tick.reason, 160)}", style="dim")
     return text
 
 

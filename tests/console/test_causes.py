@@ -132,7 +132,7 @@ def test_a_hook_that_starts_failing_is_alerted_with_its_error_and_the_change_beh
         assert cell_text(changes, sha, "review") == "failing since: 1 run"
         detail = app.query_one("#change-detail", DiffView)
         await wait_until(pilot, lambda: "failing since: 1 run" in detail.head.plain, "the change's detail")
-        assert f"hooks/notes.py at heartbeat: 1 failed runs: {TYPE_ERROR}" in detail.head.plain
+        assert f"hooks/notes.py at heartbeat: 1 failed run: {TYPE_ERROR}" in detail.head.plain
         await pilot.press("escape")
         await wait_until(pilot, lambda: app.shown == "runs", "back to the hook runs")
 
