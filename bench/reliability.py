@@ -20,14 +20,33 @@ request of the largest accepted size costs in memory.
 4. **Request memory** (the same engine): its peak resident memory (VmHWM) before and after one
    request of `max_request_bytes` (32 MiB: a history of that size to `/v1/opencode/system`), then
    four at once; and that one byte more is a 413.
+5. **A full disk** (a real one: a 16 MiB tmpfs; needs root, skipped otherwise): two clients flood
+   `/v1/debug/load` while the disk fills; printed: the runs acknowledged, those refused (503), and
+   those in the journal once the disk has room again (kept = acknowledged), and how long the engine
+   took to take work again.
+6. **Sessions** (a real engine): `--sessions` sessions (6,000) with histories of `--messages`
+   messages (200) of 100 bytes, all different, sent as opencode sends them from four clients:
+   the histories missing from the journal after a restart, and the engine's resident memory before
+   and after the restart. Then the same sessions sent to an engine with `journal_max_bytes` 64 MiB
+   that holds 20,000 runs of 1 KB: the largest the journal file got, and the runs still kept.
+7. **Copies** (a real engine): 20 replays asked for at once of a workspace of 20 MB (its data
+   files), `max_replays` at its default: the most bytes of replay copies in the temporary directory
+   at once (sampled every 50 ms), and how long the 20 took.
+8. **Diffs and files** (a real engine): a committed file of 200 MB, its diff and the file asked for
+   once, then four diffs at once: the time, and the engine's peak resident memory (VmHWM) before and
+   after.
+9. **Processes** (a real engine): `--kills` times, a cold hook that starts a child in a session of
+   its own and hangs, the engine killed with SIGKILL during it and started again: the processes of
+   the dead engine's runs still alive once the new one answers.
 
-Run:  .venv/bin/python bench/reliability.py [--runs 200000] [--kills 5]
-Takes ~3-5 minutes on 2 cores. Prints figures; asserts nothing.
+Run:  .venv/bin/python bench/reliability.py [--runs 200000] [--kills 5] [--sessions 6000]
+Takes ~6-10 minutes on 2 cores. Prints figures; asserts nothing.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import random
 import shutil
@@ -347,6 +366,318 @@ def request_memory(tmp: Path) -> None:
     RESULTS["four_requests_mib"] = (four - base) / MIB
 
 
+# ---- 5. a full disk -------------------------------------------------------------------------------
+
+
+def full_disk(tmp: Path) -> None:
+    import os
+    import subprocess
+
+    if os.geteuid() != 0:
+        print("full disk: skipped (mounting a tmpfs needs root)")
+        return
+    disk = tmp / "disk"
+    disk.mkdir()
+    if subprocess.run(["mount", "-t", "tmpfs", "-o", "size=16m", "tmpfs", str(disk)]).returncode != 0:
+        print("full disk: skipped (cannot mount a tmpfs)")
+        return
+    try:
+        ws = disk / "ws"
+        (ws / "hooks").mkdir(parents=True)
+        engine = start_engine(ws, tmp / "home", tmp / "disk.log")
+        acked = [0]
+        refused = [0]
+        stop = threading.Event()
+
+        def client() -> None:
+            load = calls.debug_load(100, 1000)
+            with httpx.Client(
+                base_url=engine.url, headers={"authorization": f"Bearer {engine.token}"}, timeout=60
+            ) as c:
+                while not stop.is_set():
+                    resp = c.request(load.method, load.path, json=load.body)
+                    if resp.status_code == 200:
+                        acked[0] += load.decode(resp.json()).recorded
+                    else:
+                        refused[0] += 1
+                        time.sleep(0.05)
+
+        threads = [threading.Thread(target=client) for _ in range(2)]
+        for t in threads:
+            t.start()
+        filler = disk / "filler"
+        fd = os.open(filler, os.O_WRONLY | os.O_CREAT, 0o600)
+        for size in (1 << 20, 65536, 4096, 512, 1):
+            with contextlib.suppress(OSError):
+                while os.write(fd, b"\0" * size):
+                    pass
+        os.close(fd)
+        time.sleep(3)  # the flood goes on against a full disk
+        filler.unlink()
+        freed = time.perf_counter()
+        headers = {"authorization": f"Bearer {engine.token}"}
+        status = calls.status()
+        while httpx.get(engine.url + status.path, headers=headers).json().get("journal_failing"):
+            time.sleep(0.05)
+        recovered = time.perf_counter() - freed
+        stop.set()
+        for t in threads:
+            t.join(30)
+        runs = calls.runs(limit=1)
+        kept = httpx.get(engine.url + runs.path, params=runs.query, headers=headers).json()["counts"]["runs"]
+        engine.stop()
+    finally:
+        subprocess.run(["umount", "-l", str(disk)])
+    print(
+        f"full disk (16 MiB tmpfs, 2 clients flooding 1 KB runs): {acked[0]:,} runs acknowledged, "
+        f"{refused[0]:,} requests refused (503) while full, {kept:,} runs in the journal once it had "
+        f"room ({acked[0] - kept:,} lost); taking work again {recovered * 1000:.0f} ms after room returned"
+    )
+    RESULTS["disk_lost"] = acked[0] - kept
+
+
+# ---- 6. sessions -----------------------------------------------------------------------------------
+
+
+def rss(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def send_sessions(engine: EngineProcess, count: int, messages: int) -> None:
+    def one_client(numbers: range) -> None:
+        with httpx.Client(
+            base_url=engine.url, headers={"authorization": f"Bearer {engine.token}"}, timeout=120
+        ) as c:
+            for n in numbers:
+                history = [
+                    {"info": {"role": "user"}, "parts": [{"type": "text", "text": f"{n}.{i} " + "h" * 90}]}
+                    for i in range(messages)
+                ]
+                call = calls.system(SystemRequest(f"ses_{n:06d}", ["s"], history=history))
+                c.request(call.method, call.path, json=call.body)
+
+    threads = [threading.Thread(target=one_client, args=(range(i, count, 4),)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+def sessions(tmp: Path, count: int, messages: int) -> None:
+    ws = tmp / "sessions"
+    (ws / "hooks").mkdir(parents=True)
+    engine = start_engine(ws, tmp / "home", tmp / "sessions.log")
+    started = time.perf_counter()
+    send_sessions(engine, count, messages)
+    sent = time.perf_counter() - started
+    time.sleep(2)
+    before = rss(engine.pid)
+    engine.stop()
+    engine = start_engine(ws, tmp / "home", tmp / "sessions.log")
+    after = rss(engine.pid)
+    with sqlite3.connect(f"file:{ws / 'state' / 'journal.sqlite3'}?mode=ro", uri=True) as db:
+        kept = db.execute("SELECT COUNT(*) FROM session_histories WHERE length = ?", (messages,)).fetchone()[
+            0
+        ]
+    engine.stop()
+    print(
+        f"sessions: {count:,} sessions with {messages} messages each sent in {sent:.0f} s; histories missing "
+        f"after a restart: {count - kept:,}; engine memory {before / MIB:.0f} MiB before the restart, "
+        f"{after / MIB:.0f} MiB after"
+    )
+    RESULTS["histories_lost"] = count - kept
+    RESULTS["restart_mib"] = (after - before) / MIB
+
+    ws = tmp / "sessions-small"
+    (ws / "hooks").mkdir(parents=True)
+    env = isolated_env(tmp / "home", PYTHONPATH=str(REPO), EVOLVE_DEBUG_LOAD="1")
+    env["EVOLVE_JOURNAL_MAX_BYTES"] = str(64 * MIB)
+    engine = EngineProcess(ws, env, tmp / "sessions-small.log").start()
+    load = calls.debug_load(1000, 1000)
+    headers = {"authorization": f"Bearer {engine.token}"}
+    for _ in range(20):
+        httpx.request(load.method, engine.url + load.path, json=load.body, headers=headers, timeout=60)
+    path = ws / "state" / "journal.sqlite3"
+    largest = [0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            largest[0] = max(largest[0], sizes(path)[0])
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    send_sessions(engine, count, messages)
+    time.sleep(2)
+    stop.set()
+    sampler.join()
+    runs = calls.runs(limit=1)
+    kept_runs = httpx.get(engine.url + runs.path, params=runs.query, headers=headers).json()["counts"]["runs"]
+    engine.stop()
+    print(
+        f"sessions and the journal's limit (64 MiB, 20,000 runs of 1 KB, then the {count:,} sessions): "
+        f"the file at most {largest[0] / MIB:.1f} MiB; {kept_runs:,} runs kept"
+    )
+    RESULTS["sessions_journal_mib"] = largest[0] / MIB
+    RESULTS["sessions_runs_kept"] = kept_runs
+
+
+# ---- 7. copies -------------------------------------------------------------------------------------
+
+
+def copies(tmp: Path, replays: int = 20, data_mib: int = 20) -> None:
+    import os
+
+    ws = tmp / "copies"
+    hook = ws / "hooks" / "h.sh"
+    hook.parent.mkdir(parents=True)
+    body = '#!/bin/sh\ncat >/dev/null\n[ "$1" = discover ] && echo \'{"stages": ["mutate_request"]}\' && exit 0\necho \'{"system": ["VERSION"]}\'\n'
+    hook.write_text(body.replace("VERSION", "v0"))
+    hook.chmod(0o755)
+    (ws / "data").mkdir()
+    for i in range(data_mib):
+        (ws / "data" / f"{i}.bin").write_bytes(os.urandom(MIB))
+    engine = start_engine(ws, tmp / "home", tmp / "copies.log")
+    engine.stage("mutate_request", {"system": []}, session="ses_c")
+    shas = []
+    for i in range(replays):
+        engine.call_tool(
+            "evolve_hook_write", {"hook": "h.sh", "content": body.replace("VERSION", f"v{i + 1}")}
+        )
+        shas.append(engine.head())
+    base = Path(tempfile.gettempdir())
+    most = [0]
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.is_set():
+            total = 0
+            for scratch in base.glob(f"evolve-replay-{engine.pid}-*"):
+                for folder, _dirs, files in os.walk(scratch):  # a copy may go while it is walked
+                    for name in files:
+                        with contextlib.suppress(OSError):
+                            total += os.lstat(os.path.join(folder, name)).st_size
+            most[0] = max(most[0], total)
+            time.sleep(0.05)
+
+    sampler = threading.Thread(target=sample)
+    sampler.start()
+    started = time.perf_counter()
+    ids = [engine.post(f"/v1/changes/{sha}/replay", {})["id"] for sha in shas]
+    for replay_id in ids:
+        while engine.get(f"/v1/replays/{replay_id}")["state"] == "running":
+            time.sleep(0.1)
+    took = time.perf_counter() - started
+    stop.set()
+    sampler.join()
+    limit = Config().max_replays
+    engine.stop()
+    print(
+        f"copies: {replays} replays asked for at once of a {data_mib} MB workspace (max_replays {limit}): "
+        f"replay copies at most {most[0] / MIB:.0f} MiB at once ({limit} x 3 copies); all done in {took:.1f} s"
+    )
+    RESULTS["copies_mib"] = most[0] / MIB
+
+
+# ---- 8. diffs and files ------------------------------------------------------------------------------
+
+
+def diffs(tmp: Path, size_mib: int = 200) -> None:
+    ws = tmp / "diffs"
+    (ws / "prompts").mkdir(parents=True)
+    (ws / "prompts" / "chat.md").write_text("chat\n")
+    line = b"".join(b"%07d the quick brown fox jumps over the lazy dog\n" % i for i in range(2000))
+    with open(ws / "data.txt", "wb") as fh:
+        for _ in range(size_mib * MIB // len(line)):
+            fh.write(line)
+    engine = start_engine(ws, tmp / "home", tmp / "diffs.log")
+    sha = engine.head()
+    base = peak_rss(engine.pid)
+    started = time.perf_counter()
+    engine.get(f"/v1/changes/{sha}/diff")
+    one_s = time.perf_counter() - started
+    engine.request("GET", f"/v1/changes/{sha}/file", params={"path": "data.txt"})
+    one = peak_rss(engine.pid)
+    threads = [threading.Thread(target=lambda: engine.get(f"/v1/changes/{sha}/diff")) for _ in range(4)]
+    started = time.perf_counter()
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    four_s = time.perf_counter() - started
+    four = peak_rss(engine.pid)
+    engine.stop()
+    print(
+        f"diffs and files: a committed {size_mib} MB file: its diff in {one_s * 1000:.0f} ms, peak memory "
+        f"+{(one - base) / MIB:.0f} MiB with the file asked for too; four diffs at once in {four_s * 1000:.0f} ms, "
+        f"+{(four - base) / MIB:.0f} MiB"
+    )
+    RESULTS["diff_mib"] = (one - base) / MIB
+    RESULTS["four_diffs_mib"] = (four - base) / MIB
+
+
+# ---- 9. processes --------------------------------------------------------------------------------------
+
+
+def processes(tmp: Path, kills: int) -> None:
+    import os
+
+    ws = tmp / "processes"
+    pids = tmp / "pids"
+    pids.mkdir()
+    hook = ws / "hooks" / "hang.sh"
+    hook.parent.mkdir(parents=True)
+    hook.write_text(
+        "#!/bin/sh\ncat >/dev/null\n"
+        '[ "$1" = discover ] && echo \'{"stages": ["idle"]}\' && exit 0\n'
+        f"setsid sh -c 'echo $$ >> {pids}/left; exec sleep 300' </dev/null >/dev/null 2>&1 &\n"
+        f"echo $$ >> {pids}/left\nsleep 300\n"
+    )
+    hook.chmod(0o755)
+    left: list[int] = []
+    engine = start_engine(ws, tmp / "home", tmp / "processes.log")
+    for _ in range(kills):
+        (pids / "left").unlink(missing_ok=True)
+
+        def dispatch(e: EngineProcess = engine) -> None:
+            with contextlib.suppress(httpx.HTTPError):  # the engine is killed under it
+                httpx.post(
+                    e.url + "/v1/stages/idle",
+                    json={"context": {}},
+                    headers={"authorization": f"Bearer {e.token}"},
+                    timeout=5,
+                )
+
+        thread = threading.Thread(target=dispatch, daemon=True)
+        thread.start()
+        while not (pids / "left").exists() or len((pids / "left").read_text().split()) < 2:
+            time.sleep(0.05)
+        ran = [int(p) for p in (pids / "left").read_text().split()]
+        engine.kill()
+        engine = start_engine(ws, tmp / "home", tmp / "processes.log")
+        left += [p for p in ran if _running(p)]
+    engine.stop()
+    for pid in left:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, 9)
+    print(
+        f"processes: {kills} kills during a hook with a setsid child: {len(left)} of their processes alive after the restart"
+    )
+    RESULTS["processes_left"] = len(left)
+
+
+def _running(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (OSError, IndexError):
+        return False
+    return state not in ("Z", "X")
+
+
 RESULTS: dict[str, Any] = {}
 
 
@@ -357,6 +688,8 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=200_000, help="runs for the journal size (200000)")
     parser.add_argument("--input-bytes", type=int, default=20_000, help="input size of each run (20000)")
     parser.add_argument("--kills", type=int, default=5, help="kills per crash-window load (5)")
+    parser.add_argument("--sessions", type=int, default=6000, help="sessions with long histories (6000)")
+    parser.add_argument("--messages", type=int, default=200, help="messages per session's history (200)")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="evolve-bench-reliability-"))
     parts: list[Callable[[], None]] = [
@@ -365,6 +698,11 @@ def main() -> int:
         lambda: flood_kill(tmp, args.kills),
         lambda: stages_kill(tmp, args.kills),
         lambda: request_memory(tmp),
+        lambda: full_disk(tmp),
+        lambda: sessions(tmp, args.sessions, args.messages),
+        lambda: copies(tmp),
+        lambda: diffs(tmp),
+        lambda: processes(tmp, args.kills),
     ]
     try:
         for part in parts:
@@ -378,7 +716,11 @@ def main() -> int:
         f"kill -9 loses at most {RESULTS['flood_lost_max']} acknowledged runs under a flood "
         f"({RESULTS['flood_window_ms']:.0f} ms) and {RESULTS['stages_lost_max']} streamed runs "
         f"({RESULTS['stages_window_ms']:.0f} ms) under stage dispatches; a 32 MiB request +{RESULTS['one_request_mib']:.0f} MiB, "
-        f"four +{RESULTS['four_requests_mib']:.0f} MiB"
+        f"four +{RESULTS['four_requests_mib']:.0f} MiB; full disk: {RESULTS.get('disk_lost', 'n/a')} acknowledged runs lost; "
+        f"{RESULTS['histories_lost']} histories lost, restart {RESULTS['restart_mib']:+.0f} MiB; "
+        f"journal with sessions at most {RESULTS['sessions_journal_mib']:.0f} MiB of 64, {RESULTS['sessions_runs_kept']:,} runs kept; "
+        f"replay copies at most {RESULTS['copies_mib']:.0f} MiB; a 200 MB diff +{RESULTS['diff_mib']:.0f} MiB, "
+        f"four +{RESULTS['four_diffs_mib']:.0f} MiB; {RESULTS['processes_left']} processes left after kills"
     )
     return 0
 

@@ -8,6 +8,7 @@ parts and how a call flows through them.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 from collections.abc import Mapping
@@ -81,8 +82,15 @@ class Engine:
         self.config_errors: list[ConfigIssue] = loaded.errors
         self.config_warnings: list[ConfigIssue] = loaded.warnings
         ws.ensure_state_dir()
+        # The loop the engine runs on (set at start): the journal's writer thread reports to it.
+        self._loop: asyncio.AbstractEventLoop | None = None
         self.journal = (
-            Journal(ws.journal_file, self.config.journal_max_runs, self.config.journal_max_bytes)
+            Journal(
+                ws.journal_file,
+                self.config.journal_max_runs,
+                self.config.journal_max_bytes,
+                on_failing=self._journal_state,
+            )
             if journal
             else None
         )
@@ -177,6 +185,7 @@ class Engine:
             publish=bus.publish,
             pending=self.pending.get,
             store=ws.state_dir / "replays",
+            limit=self.config.max_replays,
         )
         self.changes = Changes(
             workspace=ws,
@@ -354,6 +363,7 @@ class Engine:
 
     async def start(self, watch: bool = False, heartbeat: bool = False) -> None:
         """The repository first (opencode resolves its project from .git), then discovery."""
+        self._loop = asyncio.get_running_loop()
         self.workspace.ensure_state_dir()
         for issue in self.config_errors:
             self.warn("config", str(issue))
@@ -376,6 +386,9 @@ class Engine:
         await self.registry.discover()
         if watch:
             self._watching = asyncio.create_task(self.watcher.run())
+            # One turn of the loop: the watcher sets its watches up before its first wait, so that an
+            # edit made as soon as the engine answers is seen.
+            await asyncio.sleep(0)
         if heartbeat:
             self.heartbeat.start()
         if watch:
@@ -449,4 +462,22 @@ class Engine:
             model=self.models.current(),
             busy=self.activity.busy,
             heartbeat=self.heartbeat.status(),
+            journal_failing=self.journal.failing if self.journal is not None else None,
         )
+
+    def _journal_state(self, reason: str | None) -> None:
+        """The journal stopped taking writes (why), or takes them again (None): called on its
+        writer's thread; the operator is told on the event loop (a warning, and in the status)."""
+        if reason is not None:
+            text = (
+                f"the journal cannot write ({reason}): the engine refuses the work it would journal "
+                "(503) and keeps what it was given until it can; it tries again by itself"
+            )
+        else:
+            text = "the journal writes again: the engine takes work again"
+        loop = self._loop
+        if loop is None or loop.is_closed():
+            log.warning("journal: %s", text)
+            return
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(self.warn, "journal", text)

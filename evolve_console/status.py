@@ -21,8 +21,8 @@ def connection_line(
     down_since: float | None,
     heard_at: float | None,
 ) -> Text:
-    """The top bar: the engine, opencode, the workspace, and the engine's problems. While the engine
-    does not answer, what only it knew is shown as last known, dimmed, with its time.
+    """The top bar: the engine, opencode, the workspace, and the engine's problems (a journal that
+    cannot write, configuration errors). While the engine does not answer, what only it knew is shown as last known, dimmed, with its time.
 
     `workspace`: the workspace the console was started for (None: only an address), which tells how
     to start the engine; `down_since`: when the engine stopped answering; `heard_at`: when it last
@@ -54,6 +54,9 @@ def connection_line(
         text.append_text(stale)
     if model.connected:
         text.append(f"  {model.detail}", style="dim")
+    failing = model.status.journal_failing if model.status else None
+    if failing and model.connected:
+        text.append(f"  journal failing: {short(failing, 60)}; the engine refuses new work", style="bold red")
     errors = model.status.config_errors if model.status else []
     if errors:
         text.append(

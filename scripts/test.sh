@@ -12,6 +12,12 @@
 #
 # The suite runs with warm starts of Python hooks on, as in production; the tests marked `hooks` (those
 # that run hooks) run once more with them off. Either pass says what it ran, and when it runs nothing.
+#
+# The tests run in parallel workers (pytest-xdist, --dist loadgroup: a module's costly fixture may keep
+# its tests in one worker, tests/README.md): most of them wait on engines, git and opencode more than
+# they compute, so the first pass runs twice as many workers as there are cores (at most 8); the fast
+# tier and the second pass (cold hooks against short timeouts), one per core. EVOLVE_TEST_WORKERS=N sets the number, 0 runs in this process (for --pdb, -s);
+# pytest's own -n or -p no:xdist in ARGS wins.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 fast=0
@@ -26,19 +32,39 @@ if [ "$fast" = 0 ] && ! command -v tmux >/dev/null 2>&1 && [ "$(id -u)" = 0 ] &&
 fi
 .venv/bin/ruff check engine evolve_console evolve_demo tests bench scripts
 .venv/bin/ruff format --check engine evolve_console evolve_demo tests bench scripts
+cores=$(nproc 2>/dev/null || echo 2)
+# pytest with N workers (none when N is 0 or ARGS choose themselves).
+# -B: this process compiles the checkout without writing it down (tests/conftest.py sends the workers'
+# and every started process's compiled modules to the run's temporary directory).
+pytest_with() {
+  local n=${EVOLVE_TEST_WORKERS:-$1}
+  shift
+  local parallel=(-n "$n" --dist loadgroup)
+  for arg in "$@"; do
+    case "$arg" in
+      -n | -n* | --numprocesses* | no:xdist | --pdb | --trace) parallel=() ;;
+    esac
+  done
+  if [ "$n" = 0 ]; then
+    parallel=()
+  fi
+  .venv/bin/python -B -m pytest -q "${parallel[@]}" "$@"
+}
 if [ "$fast" = 1 ]; then
   if [ "$#" -eq 0 ]; then
     set -- tests/unit
   fi
   echo "fast tier: pytest $* (no process started; the whole suite is ./scripts/test.sh)"
-  exec .venv/bin/python -m pytest -q "$@"
+  pytest_with "$cores" "$@"
+  exit
 fi
 .venv/bin/mypy
 echo "pass 1 of 2: pytest ${*:-tests} (warm starts on)"
-.venv/bin/python -m pytest -q "$@"
+pytest_with $((cores * 2 > 8 ? 8 : cores * 2)) "$@"
 echo "pass 2 of 2: the tests marked hooks among them, with warm starts off"
 status=0
-.venv/bin/python -m pytest -q --warm-start=off -m hooks "$@" || status=$?
+# One worker per core: these tests start hooks cold, many of them against timeouts of a few hundred ms.
+pytest_with "$cores" --warm-start=off -m hooks "$@" || status=$?
 if [ "$status" = 5 ]; then
   echo "pass 2 of 2: none of the tests picked runs hooks: nothing to run with warm starts off"
 elif [ "$status" != 0 ]; then

@@ -122,6 +122,12 @@ function Shim(input, options, forget) {
         err.incompatible = true;
         throw err;
       }
+      if (resp.status === 503 && data && data.journal === "failing") {
+        // The engine is up but refuses work it could not record (its journal cannot write).
+        const err = new Error((data && data.error) || "the evolve engine's journal cannot write");
+        err.refused = true;
+        throw err;
+      }
       if (!resp.ok) throw new Error(`engine ${path}: HTTP ${resp.status}: ${(data && data.error) || text.slice(0, 300)}`);
       return data;
     } finally {
@@ -185,7 +191,10 @@ function Shim(input, options, forget) {
   }
 
   // A call to the engine that never breaks opencode: on failure it reconnects (starting a new engine
-  // if needed) once, then gives up with a warning and the hook does nothing.
+  // if needed) once, then gives up with a warning and the hook does nothing. A refusal (the engine's
+  // journal cannot write) is reported as such, at most once a minute, and the hook does nothing; with
+  // `opts.report` the caller gets {refused: message} instead of null.
+  let lastRefusal = 0;
   async function call(path, body, opts) {
     const attempt = async () => request(path, body, opts);
     const p = (async () => {
@@ -196,6 +205,11 @@ function Shim(input, options, forget) {
         if (err.incompatible) {
           log("error", err.message);
           return null;
+        }
+        if (err.refused) {
+          if (Date.now() - lastRefusal > 60000) log("error", `evolve engine refused ${path}: ${err.message}`);
+          lastRefusal = Date.now();
+          return opts && opts.report ? { refused: err.message } : null;
         }
         if (!engineDown) log("warn", `evolve engine unreachable (${err.message}); hooks are no-ops until it is back`);
         engineDown = true;
@@ -365,8 +379,9 @@ function Shim(input, options, forget) {
           }
         }
         body.history = takeHistory(session);
-        const result = await call(`/v1/tools/${spec.name}/call`, body, { timeoutMs: 30 * 60 * 1000 });
+        const result = await call(`/v1/tools/${spec.name}/call`, body, { timeoutMs: 30 * 60 * 1000, report: true });
         if (!result) return `tool error: the evolve engine for ${workspace} is not reachable; see ${join(stateDir, "shim.log")}`;
+        if (result.refused) return `tool error: ${result.refused}`;
         return typeof result.output === "string" ? result.output : JSON.stringify(result.output);
       },
     };

@@ -1,7 +1,12 @@
 """Every test's temporary files live in one directory of this run (`evolve-tests-*` in the system temp
 directory), removed when the run passes: a green run leaves nothing behind (pytest itself would keep
 the last three runs' files, a few hundred MB with the end-to-end tests). A failed run keeps it and
-says where. `--basetemp=DIR` puts them in DIR and keeps them.
+says where. `--basetemp=DIR` puts the tests' files in DIR and keeps them. Under pytest-xdist the first
+process makes the directory and each worker has its own part of it (basetemp/gw0, ...).
+
+Nothing is written into the checkout: Python's compiled modules (of this process, of the xdist workers
+and of every engine and command the tests start, which inherit PYTHONPYCACHEPREFIX) go into the run's
+directory, and a run that created anything in the checkout fails, naming it (tests/support/checkout.py).
 
 The test run's switch for warm starts of Python hooks (docs/hooks.md, "Warm start").
 
@@ -17,16 +22,29 @@ from __future__ import annotations
 
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support.warm import VARIABLE, WarmLoop, warm_enabled
+# Before anything of the checkout is imported (the imports below compile it). An xdist worker, or a
+# pytest a test starts, finds the run's directory in the environment it inherited.
+RUN_VARIABLE = "EVOLVE_TESTS_RUN_DIR"
+_OWN_RUN = RUN_VARIABLE not in os.environ
+if _OWN_RUN:
+    os.environ[RUN_VARIABLE] = tempfile.mkdtemp(prefix="evolve-tests-")
+RUN_DIR = Path(os.environ[RUN_VARIABLE])
+sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"] = str(RUN_DIR / "pycache")
 
-_OWN_BASETEMP = pytest.StashKey[str]()
+from tests.support.checkout import created, listing  # noqa: E402
+from tests.support.environment import REPO  # noqa: E402
+from tests.support.warm import VARIABLE, WarmLoop, warm_enabled  # noqa: E402
+
 _FAILED = pytest.StashKey[bool]()
+_OWN_BASETEMP = pytest.StashKey[bool]()
+_CHECKOUT = pytest.StashKey[set[str]]()
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -38,27 +56,74 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+def _first_process(config: pytest.Config) -> bool:
+    """This process runs the session (alone, or as xdist's controller), not an xdist worker."""
+    return not hasattr(config, "workerinput")
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_configure(config: pytest.Config) -> None:
     os.environ[VARIABLE] = "1" if config.getoption("--warm-start") == "on" else "0"
-    if config.option.basetemp is None and not hasattr(config, "workerinput"):
-        base = tempfile.mkdtemp(prefix="evolve-tests-")
-        config.option.basetemp = base
-        config.stash[_OWN_BASETEMP] = base
+    if config.option.basetemp is None and _first_process(config):
+        config.option.basetemp = str(RUN_DIR / "tmp")
+        config.stash[_OWN_BASETEMP] = True
+
+
+# Under pytest-xdist the run lasts as long as its last test to end: the slowest start first (the demo in a
+# terminal alone takes minutes, and the end-to-end tests each tens of seconds), the quick ones fill in.
+SLOW_FIRST = (
+    "tests/e2e/test_demo.py",
+    "tests/e2e/",
+    "tests/project/test_docs.py",
+    "tests/project/test_packaging.py",
+    "tests/engine/test_cli.py",
+    "tests/console/",
+    "tests/engine/",
+    "tests/project/",
+)
+
+
+def _rank(item: pytest.Item) -> int:
+    path = Path(str(item.path)).resolve()
+    if not path.is_relative_to(REPO):
+        return len(SLOW_FIRST)
+    rel = path.relative_to(REPO).as_posix()
+    return next((i for i, prefix in enumerate(SLOW_FIRST) if rel.startswith(prefix)), len(SLOW_FIRST))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not _first_process(config):  # every worker sorts alike: xdist needs one order
+        items.sort(key=_rank)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    if _first_process(session.config):
+        session.config.stash[_CHECKOUT] = listing()
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    before = session.config.stash.get(_CHECKOUT, None)
+    if before is not None:
+        new = created(before, listing())
+        if new:
+            session.config.get_terminal_writer().line(
+                "\nthe test run created these in the checkout (tests must write only in their temporary "
+                "directories):\n  " + "\n  ".join(new),
+                red=True,
+            )
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    status = session.exitstatus
+    session.config.stash[_FAILED] = status not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
-    base = config.stash.get(_OWN_BASETEMP, None)
-    if base is None:
+    if not (_OWN_RUN and _first_process(config)):
         return
-    if config.stash.get(_FAILED, False):
-        print(f"\nthe temporary files of this run are kept in {base}")
+    if config.stash.get(_FAILED, False) and config.stash.get(_OWN_BASETEMP, False):
+        print(f"\nthe temporary files of this run are kept in {RUN_DIR}")
     else:
-        shutil.rmtree(base, ignore_errors=True)
-
-
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    session.config.stash[_FAILED] = exitstatus not in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED)
+        shutil.rmtree(RUN_DIR, ignore_errors=True)
 
 
 def pytest_report_header(config: pytest.Config) -> str:

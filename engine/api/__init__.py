@@ -22,6 +22,7 @@ from engine.api.events import add_events_route
 from engine.api.failures import Explaining, add_failure_routes
 from engine.api.heartbeat import HeartbeatControls, add_heartbeat_routes
 from engine.api.http import Router, TokenAuth
+from engine.api.journaling import refusing
 from engine.api.replays import add_replay_routes
 from engine.api.runs import add_run_routes
 from engine.api.sessions import add_session_routes
@@ -96,7 +97,7 @@ class Served(Protocol):
 
 
 def build_app(engine: Served, token: str) -> ASGIApp:
-    router = Router(lambda: engine.config.max_request_bytes)
+    router = Router(lambda: engine.config.max_request_bytes, refusing(engine.journal))
     shim = Shim(engine.registry.handled, engine.bridge.seen)
     add_status_routes(
         router,

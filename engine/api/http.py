@@ -100,10 +100,17 @@ class Router:
     """Serves the routes of the contract (protocol.routes); a handler's ApiError becomes its status
     and message, any other exception a 500."""
 
-    def __init__(self, body_limit: Callable[[], int] | None = None) -> None:
-        """`body_limit()`: the largest request body `body()` reads, in bytes (none when None)."""
+    def __init__(
+        self,
+        body_limit: Callable[[], int] | None = None,
+        refuse: Callable[[ContractRoute[Any]], ApiError | None] | None = None,
+    ) -> None:
+        """`body_limit()`: the largest request body `body()` reads, in bytes (none when None);
+        `refuse(route)`: an answer for a route the engine does not take now (its journal cannot
+        write), before anything of the request is read."""
         self.routes: list[Route] = []
         self._body_limit = body_limit
+        self._refuse = refuse
         self.served: Counter[str] = Counter()  # "METHOD /route/{param}" -> requests answered
 
     def serve(self, route: ContractRoute[Any]) -> Callable[[Handler], Handler]:
@@ -117,6 +124,9 @@ class Router:
                 if self._body_limit is not None:
                     request.scope[_BODY_LIMIT] = self._body_limit()
                 try:
+                    refused = self._refuse(route) if self._refuse is not None else None
+                    if refused is not None:
+                        raise refused
                     return await fn(request)
                 except ApiError as exc:
                     headers = {"retry-after": str(exc.retry_after)} if exc.retry_after is not None else None
@@ -176,6 +186,13 @@ def opt_str(data: dict[str, Any], key: str) -> str | None:
     if value is None or isinstance(value, str):
         return value
     raise ApiError(400, f"{key!r} must be a string")
+
+
+def opt_id(data: dict[str, Any], key: str) -> str | None:
+    """`data[key]` as an id (a session's, a call's): a string whose lone surrogates are written as
+    their `\\uXXXX` escapes, so that it can name the thing in a URL, in git and in the journal."""
+    value = opt_str(data, key)
+    return None if value is None else strictjson.escaped(value)
 
 
 def opt_obj(data: dict[str, Any], key: str, where: str = "") -> dict[str, Any] | None:

@@ -11,8 +11,9 @@ from typing import Any, Protocol
 from starlette.requests import Request
 from starlette.responses import Response
 
-from engine.api.http import ApiError, Router, answer, body, opt_str, query
-from engine.journal.store import Journal
+from engine.api.http import ApiError, Router, answer, body, opt_id, query
+from engine.api.journaling import journal_failing
+from engine.journal.store import Journal, JournalFailing
 from engine.protocol import routes
 from engine.protocol.records import (
     DispatchList,
@@ -40,9 +41,12 @@ class Dispatching(Protocol):
 
 
 async def flushed(journal: Journal) -> None:
-    """Wait until what the journal was given is on disk; a 503 (retry) when its writer is stuck."""
+    """Wait until what the journal was given is on disk; a 503 (retry) when its writer is stuck or
+    cannot write."""
     try:
         await asyncio.to_thread(journal.flush, FLUSH_TIMEOUT_S)
+    except JournalFailing as exc:
+        raise journal_failing(str(exc)) from None
     except TimeoutError:
         raise ApiError(
             503,
@@ -67,7 +71,7 @@ def add_run_routes(router: Router, journal: Journal | None, stages: Dispatching)
         name = request.path_params["stage"]
         if name not in STAGES:
             raise ApiError(404, f"unknown stage {name!r}; stages: {', '.join(STAGES)}")
-        result = await stages.dispatch(name, context, session=opt_str(data, "session"))
+        result = await stages.dispatch(name, context, session=opt_id(data, "session"))
         if not (data.get("with_runs") and journal is not None):
             return answer(result)
         await flushed(journal)

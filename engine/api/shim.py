@@ -13,7 +13,7 @@ from typing import Any
 from starlette.requests import Request
 from starlette.responses import Response
 
-from engine.api.http import ApiError, JSONResponse, Router, body, opt_str
+from engine.api.http import ApiError, JSONResponse, Router, body, opt_id, opt_str
 from engine.api.shapes import connection, event_of, history_of, message_of, model_of, parts_of, system_of
 from engine.opencode.bridge import Bridge
 from engine.opencode.connections import Connections
@@ -40,7 +40,7 @@ class Shim:
 
     def session(self, request: Request, data: dict[str, Any]) -> str | None:
         """The call's session, noted as seen through the caller's opencode connection."""
-        session = opt_str(data, "session")
+        session = opt_id(data, "session")
         self._seen(session, request.headers.get(CONNECTION_HEADER))
         return session
 
@@ -94,7 +94,7 @@ def add_shim_routes(
             current,
             model=model_of(data.get("model")),
             tools=_names(data.get("tools")),
-            turn=opt_str(data, "turn"),
+            turn=opt_id(data, "turn"),
         )
         return shim.answer(SystemPrompt(result.system, result.reason, result.cacheable, result.cancel))
 
@@ -116,7 +116,7 @@ def add_shim_routes(
         data = await body(request)
         session = shim.session(request, data)
         bridge.take_history(session, history_of(data))
-        tool, call_id, own = str(data.get("tool")), opt_str(data, "call_id"), data.get("own") is True
+        tool, call_id, own = str(data.get("tool")), opt_id(data, "call_id"), data.get("own") is True
         if data.get("wait") is True:
             return shim.answer(await tool_stages.before_tool(session, tool, call_id, data.get("args"), own))
         tool_stages.accept_before(session, tool, call_id, data.get("args"), own)
@@ -130,7 +130,7 @@ def add_shim_routes(
         result = await tool_stages.after_tool(
             shim.session(request, data),
             str(data.get("tool")),
-            opt_str(data, "call_id"),
+            opt_id(data, "call_id"),
             data.get("args"),
             data.get("title"),
             data.get("output"),

@@ -9,7 +9,7 @@ from typing import Any, Protocol
 from starlette.requests import Request
 from starlette.responses import Response
 
-from engine.api.http import ApiError, Router, body, opt_obj, opt_str
+from engine.api.http import ApiError, Router, body, opt_id, opt_obj, opt_str
 from engine.api.shapes import history_of
 from engine.api.shim import Shim
 from engine.protocol import routes
@@ -42,7 +42,7 @@ def add_tool_routes(
     async def permission(request: Request) -> Response:
         data = await body(request)
         args = opt_obj(data, "args") or {}
-        ask = tools.permission_request(request.path_params["name"], args, opt_str(data, "call_id"))
+        ask = tools.permission_request(request.path_params["name"], args, opt_id(data, "call_id"))
         return shim.answer(PermissionAnswer(ask))
 
     @router.serve(routes.TOOL_CALL)
@@ -54,7 +54,7 @@ def add_tool_routes(
         context = data.get("context")
         if context is not None and not isinstance(context, dict):
             raise ApiError(400, "'context' must be an object: {text, reasoning}")
-        call_id = opt_str(data, "call_id")
+        call_id = opt_id(data, "call_id")
         permission, by = own_permission(call_id, session, opt_str(data, "permission"))
         result = await tools.call(
             request.path_params["name"],
@@ -66,6 +66,6 @@ def add_tool_routes(
             permission=permission,
             permission_by=by,
             refused=opt_str(data, "refused"),
-            turn=opt_str(data, "turn"),
+            turn=opt_id(data, "turn"),
         )
         return shim.answer(result)

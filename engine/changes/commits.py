@@ -8,12 +8,14 @@ recorded in the history itself."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable
 
 from engine.changes.gate import Gate
 from engine.changes.gitstore import Commit, GitError, GitStore
+from engine.changes.intents import Intents
 from engine.changes.provenance import PROVENANCE_REF, encode
 from engine.core.activity import Activity
 from engine.core.bus import EventBus
@@ -51,7 +53,9 @@ class Commits:
         gate: Gate | None = None,
         head: HeadMemory | None = None,
         record: Callable[[str, JSONDict], object] | None = None,
+        intents: Intents | None = None,
     ) -> None:
+        """`intents`: where a commit git refused is kept until it can be made (`state/intents/`)."""
         self.git = git
         self.lock = lock
         self.activity = activity
@@ -66,6 +70,8 @@ class Commits:
         self._settle_stages: set[str] = set()
         self._settle_sessions: set[str] = set()
         self._settle_since: float | None = None
+        self._intents = intents or Intents(git.root / "state" / "intents")
+        self._retrying: asyncio.Task[None] | None = None
 
     async def annotate(self, sha: str, provenance: Provenance) -> None:
         """Keep why and how a change was made beside its commit (a git note), so that it survives
@@ -150,15 +156,80 @@ class Commits:
                 made.append(commit)
         return made
 
+    # ---- commits git refused, made as soon as it lets the engine --------------------------------
+
+    def owe(self, message: str, trailers: dict[str, str | None], paths: list[str]) -> None:
+        """git refused the commit of `paths` (a lock another program holds): keep it, with its
+        message and trailers, and make it as soon as git lets the engine (tried again in the
+        background, before any external change is committed, and at the next start), so that the
+        change keeps its attribution instead of becoming a person's edit."""
+        self._intents.begin("commit", {"message": message, "trailers": trailers, "files": paths})
+        self._retry_later()
+
+    def _retry_later(self) -> None:
+        if self._retrying is None or self._retrying.done():
+            with contextlib.suppress(RuntimeError):  # no event loop: the next start makes it
+                self._retrying = asyncio.get_running_loop().create_task(self._retry_owed())
+
+    async def pay_owed(self) -> list[Commit]:
+        """Make the commits git refused earlier, oldest first. The caller holds the write lock."""
+        made: list[Commit] = []
+        for intent in await asyncio.to_thread(self._intents.left):
+            if intent.kind != "commit":
+                continue
+            data = intent.data
+            raw = data.get("trailers")
+            trailers = (
+                {str(k): None if v is None else str(v) for k, v in raw.items()}
+                if isinstance(raw, dict)
+                else {}
+            )
+            trailers["Deferred"] = "committed once git let the engine (the first attempt failed)"
+            files = [str(f) for f in data.get("files") or []]
+            dirty = set(await asyncio.to_thread(self.git.dirty_files))
+            paths = [f for f in files if f in dirty]
+            if paths:
+                try:
+                    commit = await self.commit(str(data.get("message")), trailers, paths)
+                except CommitFailed:
+                    self._retry_later()
+                    return made  # still refused: kept for the next try
+                if commit is not None:
+                    made.append(commit)
+            self._intents.done(intent)
+        return made
+
+    def owes(self) -> bool:
+        return any(i.kind == "commit" for i in self._intents.left())
+
+    def owed_files(self) -> set[str]:
+        """The files of the commits git refused and the engine still owes: nobody's edit."""
+        return {str(f) for i in self._intents.left() if i.kind == "commit" for f in i.data.get("files") or []}
+
+    async def _retry_owed(self) -> None:
+        delay = 1.0
+        while True:
+            await asyncio.sleep(delay)
+            async with self.lock:
+                await self.pay_owed()
+            if not await asyncio.to_thread(self.owes):
+                return
+            delay = min(delay * 2, 30.0)
+
     async def commit_external(self) -> Commit | None:
-        """Commit changes nobody in the engine made (a person editing a hook), separately."""
+        """Commit changes nobody in the engine made (a person editing a hook), separately (after
+        the commits git refused earlier, which are the engine's)."""
         async with self.lock:
+            await self.pay_owed()
             await self.check_history()
             files = await asyncio.to_thread(self.git.dirty_files)
-            if not files:
+            owed = await asyncio.to_thread(self.owed_files)
+            mine = [f for f in files if f not in owed]
+            if not mine:
                 return None
-            shown = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
-            return await self.commit_quietly(f"external change: {shown}", {"Origin": "external"})
+            shown = ", ".join(mine[:5]) + (f" and {len(mine) - 5} more" if len(mine) > 5 else "")
+            paths = mine if owed else None
+            return await self.commit_quietly(f"external change: {shown}", {"Origin": "external"}, paths)
 
     def settle(self, stage: str, session: str | None, started_at: float) -> None:
         """Commit what hooks changed during a stage, coalesced with other stages, off the caller's path."""
@@ -272,3 +343,6 @@ class Commits:
         """Wait for the last background commit."""
         if self._settle_task is not None:
             await asyncio.gather(self._settle_task, return_exceptions=True)
+        if self._retrying is not None:
+            self._retrying.cancel()
+            await asyncio.gather(self._retrying, return_exceptions=True)

@@ -4,7 +4,11 @@ repository's identity or evolve's."""
 
 from __future__ import annotations
 
+import contextlib
+import os
 import re
+import subprocess
+import tempfile
 import threading
 import time
 from collections.abc import Mapping
@@ -17,6 +21,7 @@ from engine.changes import stalelocks
 IDENTITY = {"name": "evolve", "email": "evolve@localhost"}
 _LOCK_RETRIES = 100
 _STALE_CHECK_AFTER = 5  # retries (about 0.3 s) before a lock is examined as maybe stale
+_READ_CHUNK = 1 << 20
 _LOCK_PATH = re.compile(r"Unable to create '([^']+\.lock)': File exists")
 
 
@@ -92,6 +97,45 @@ class GitProcess:
             return bool(self.repo.git.config("--get", key).strip())
         except git.GitCommandError:
             return False
+
+    def _bounded(self, *args: str, limit: int) -> tuple[bytes, bool]:
+        """The first `limit` bytes git prints for `args`, and whether it had more: read as it comes,
+        and git is stopped at the cut, so that a 200 MB file or patch costs `limit` bytes of memory,
+        not its size. GitError when git fails before the cut."""
+        with tempfile.TemporaryFile() as errors:
+            proc = subprocess.Popen(
+                ["git", "-c", "core.quotepath=false", *args],
+                cwd=self.root,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=errors,
+            )
+            assert proc.stdout is not None
+            chunks: list[bytes] = []
+            size = 0
+            cut = False
+            try:
+                while True:
+                    chunk = os.read(proc.stdout.fileno(), min(_READ_CHUNK, limit + 1 - size))
+                    if not chunk:
+                        break
+                    chunks.append(chunk)
+                    size += len(chunk)
+                    if size > limit:
+                        cut = True
+                        break
+            finally:
+                if cut:
+                    with contextlib.suppress(ProcessLookupError):
+                        proc.kill()  # it has more to say: not wanted
+                proc.stdout.close()
+                status = proc.wait()
+            if status != 0 and not cut:
+                errors.seek(0)
+                text = errors.read(4096).decode("utf-8", "replace").strip()
+                raise GitError(f"git {' '.join(args[:2])} failed in {self.root}: {text}")
+        data = b"".join(chunks)
+        return data[:limit], cut
 
     def _git(self, *args: str, env: Mapping[str, str] | None = None) -> str:
         """Run git, retrying while another git process holds the index lock."""

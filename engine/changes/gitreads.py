@@ -3,6 +3,7 @@ parents, the notes beside commits (reviews, provenance)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from typing import BinaryIO
 
@@ -68,32 +69,40 @@ class GitReads(GitProcess):
             return self._git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").strip()
 
     def show_diff(self, sha: str, limit: int = 2_000_000) -> tuple[str, bool]:
-        """The patch of one commit (against its parent; the root commit against nothing), cut at `limit`."""
+        """The patch of one commit (against its parent; the root commit against nothing), cut at
+        `limit` bytes: read as git writes it, git stopped at the cut."""
         with self._lock:
-            out = self._git("show", "--format=", "--patch", "--no-color", "--no-ext-diff", sha)
-        return (out[:limit], True) if len(out) > limit else (out, False)
+            out, cut = self._bounded(
+                "show", "--format=", "--patch", "--no-color", "--no-ext-diff", sha, limit=limit
+            )
+        text = out.decode("utf-8", errors="replace")
+        if cut and text.endswith("\ufffd"):  # a character cut in two at the end
+            text = text[:-1]
+        return text, cut
 
     def file_versions(
         self, sha: str, path: str, old_path: str, max_bytes: int = 8_000_000
     ) -> tuple[bytes | None, bytes | None]:
         """The bytes of `old_path` in the first parent of commit `sha` and of `path` in `sha`, the
-        first `max_bytes` of each (None where there is no such file: created, deleted, a root
-        commit, or not a file)."""
-
-        def blob(tree: git.Tree, rel: str) -> bytes | None:
-            try:
-                found = tree / rel
-            except KeyError:
-                return None
-            if found.type != "blob":
-                return None
-            data: bytes = found.data_stream.read(min(found.size, max_bytes))
-            return data
-
+        first `max_bytes` of each, read as git writes them (git stopped at the cut) (None where there
+        is no such file: created, deleted, a root commit, or not a file)."""
         with self._lock:
-            commit = self.repo.commit(sha)
-            before = blob(commit.parents[0].tree, old_path) if commit.parents else None
-            return before, blob(commit.tree, path)
+            parent = self._git("rev-list", "--parents", "-n1", sha).split()[1:2]
+            before = self._blob_start(parent[0], old_path, max_bytes) if parent else None
+            return before, self._blob_start(sha, path, max_bytes)
+
+    def _blob_start(self, rev: str, path: str, max_bytes: int) -> bytes | None:
+        """The first `max_bytes` of the file `path` at `rev`, None when it is not a file there."""
+        try:
+            listing = self._git("ls-tree", "-z", rev, "--", path)
+        except GitError:
+            return None  # a path that leaves the repository
+        meta, _, name = listing.rstrip("\0").partition("\t")
+        parts = meta.split()
+        if name != path or len(parts) != 3 or parts[1] != "blob":
+            return None
+        data, _cut = self._bounded("cat-file", "blob", parts[2], limit=max_bytes)
+        return data
 
     def reviews(self, limit: int = 1000) -> dict[str, str]:
         """Commit sha -> review note, for the reviewed commits among the newest `limit`."""
@@ -204,6 +213,19 @@ class GitReads(GitProcess):
                 self.repo.archive(out, treeish=sha, format="tar")
             except git.GitCommandError as exc:
                 raise GitError(f"git archive {sha[:10]} failed in {self.root}: {exc.stderr.strip()}") from exc
+
+    def with_trailer(self, key: str, value: str, since: str | None = None) -> str | None:
+        """The newest commit (after `since`, when given) whose message has the trailer
+        `Evolve-<key>: <value>`, or None."""
+        pattern = f"^Evolve-{re.escape(key)}: {re.escape(value)}$"
+        args = ["log", "-n1", "--format=%H", "-E", f"--grep={pattern}"]
+        args.append(f"{since}..HEAD" if since else "HEAD")
+        with self._lock:
+            try:
+                out = self._git(*args).strip()
+            except GitError:
+                return None
+        return out or None
 
     def subject(self, sha: str) -> str:
         """The first line of a commit's message."""

@@ -12,6 +12,7 @@ runs git as `GitProcess` (`gitprocess`: lock retries, stale locks, identity).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -22,6 +23,7 @@ from engine.changes.gitprocess import IDENTITY, GitError
 from engine.changes.gitreads import NOTES_REF, GitReads
 from engine.changes.trailers import TRAILER_PREFIX, message_with, parse_trailers, trailers_text
 from engine.changes.worktree import SCAN_LIMIT, touched_since, uncommitted
+from engine.core import strictjson
 from engine.workspace.layout import TEMP_SUFFIX
 
 # Names this module had before it was split, for those that import them from here.
@@ -169,7 +171,9 @@ class GitStore(GitReads):
         self.add_note(NOTES_REF, sha, note)
 
     def add_note(self, ref: str, sha: str, note: str) -> None:
-        """Attach `note` to the commit `sha` under `ref` (replacing an earlier one)."""
+        """Attach `note` to the commit `sha` under `ref` (replacing an earlier one). A NUL (which no
+        command line holds) is written as `\\x00`, a lone surrogate as its escape."""
+        note = strictjson.escaped(note.replace("\0", "\\x00"))
         with self._lock:
             self._git("notes", f"--ref={ref}", "add", "-f", "-m", note, sha, env=self._env())
 
@@ -191,6 +195,28 @@ class GitStore(GitReads):
                         self._git("reset", "--hard", "-q", "HEAD")
                     raise RevertConflict(sha, conflicted or ["(unknown)"]) from None
             return self.commit(message, trailers)
+
+    def undo_half_revert(self, files: Sequence[str]) -> None:
+        """Put `files` back as HEAD has them and forget a revert in progress (REVERT_HEAD, the
+        sequencer): what a revert killed before its commit left. Files HEAD does not have are
+        removed. Nothing else of the work tree is touched."""
+        with self._lock:
+            with contextlib.suppress(GitError):
+                self._git("revert", "--quit")
+            for name in ("REVERT_HEAD", "CHERRY_PICK_HEAD"):
+                with contextlib.suppress(FileNotFoundError):
+                    (self.root / ".git" / name).unlink()
+            if not files:
+                return
+            tracked = set(self._git("ls-tree", "-r", "--name-only", "-z", "HEAD", "--", *files).split("\0"))
+            self._git("reset", "-q", "HEAD", "--", *files)
+            present = [f for f in files if f in tracked]
+            if present:
+                self._git("checkout", "-q", "HEAD", "--", *present)
+            for rel in files:
+                if rel not in tracked:
+                    with contextlib.suppress(FileNotFoundError, IsADirectoryError):
+                        (self.root / rel).unlink()
 
     def keep(self, sha: str, ref: str) -> bool:
         """Point `ref` at `sha`, so that the commits stay in the repository; False when `sha` is gone."""

@@ -18,6 +18,7 @@ from engine.changes.commits import Commits
 from engine.changes.errors import ChangeError as ChangeError  # where its callers catch it
 from engine.changes.gitstore import Commit, GitError, RevertConflict
 from engine.changes.held import already, refusal, stale_note, told_stale
+from engine.changes.intents import Intent, Intents
 from engine.changes.pending import PendingChanges, sha256
 from engine.changes.provenance import PROVENANCE_REF, decode
 from engine.changes.reach import reach_of, untested
@@ -86,7 +87,9 @@ class Changes:
         failing: Callable[[], dict[str, list[FailingSince]]] = dict,
         spawn: Callable[[Coroutine[Any, Any, Any], str], None] | None = None,
         answers: Callable[[float, float | None], list[StageResult]] = lambda since, until: [],
+        intents: Intents | None = None,
     ) -> None:
+        """`intents`: where decisions under way are written down (`state/intents/` by default)."""
         self._workspace = workspace
         self._commits = commits
         self._git = commits.git
@@ -101,6 +104,7 @@ class Changes:
         # work started from a bus listener (telling the agent its change went stale)
         self._spawn = spawn or _spawn
         self._answers = answers  # the agent's answers the journal keeps between two moments, newest first
+        self._intents = intents or Intents(workspace.state_dir / "intents")
 
     # ---- history ----------------------------------------------------------------------------
 
@@ -263,14 +267,26 @@ class Changes:
             await self._commits.commit_external()  # a hand edit must not be mixed into the revert
             async with self._commits.lock:
                 subject = change.subject + (f" and {len(later)} later change(s)" if later else "")
+                message = f"revert: {subject}"
+                trailers = {"Origin": "operator", "Reverts": " ".join(shas), "By": who}
+                files = sorted({f for sha in shas for f in self._git.files_changed(sha)})
+                # Written down first: a revert killed half-way is finished at the next start as this
+                # revert (engine.changes.recovery), never committed as a person's edit.
+                intent = await asyncio.to_thread(
+                    self._intents.begin,
+                    "revert",
+                    {
+                        "shas": shas,
+                        "message": message,
+                        "trailers": trailers,
+                        "files": files,
+                        "head": self._git.head(),
+                    },
+                )
                 try:
-                    commit = await asyncio.to_thread(
-                        self._git.revert,
-                        shas,
-                        f"revert: {subject}",
-                        {"Origin": "operator", "Reverts": " ".join(shas), "By": who},
-                    )
+                    commit = await asyncio.to_thread(self._git.revert, shas, message, trailers)
                 except RevertConflict as exc:
+                    self._intents.done(intent)
                     blocking = self._git.later_commits(change.sha, change.files)
                     raise ChangeError(
                         f"{exc}"
@@ -282,6 +298,17 @@ class Changes:
                         ),
                         {"conflict": exc.files, "later": blocking},
                     ) from exc
+                except GitError as exc:
+                    # git refused (a lock another program holds): nothing is half done, nothing
+                    # is finished later; the operator is told and may try again.
+                    await asyncio.to_thread(self._git.undo_half_revert, files)
+                    self._intents.done(intent)
+                    raise ChangeError(
+                        f"reverting {change.sha[:10]} failed, nothing was changed: {exc}"
+                    ) from exc
+                # Only a crash (or the engine stopping under it) leaves the intent: the next start
+                # finishes the revert.
+                self._intents.done(intent)
             if commit is None:
                 raise ChangeError(f"reverting {change.sha[:10]} changes nothing (already undone?)")
             self._commits.announce(commit)
@@ -412,11 +439,14 @@ class Changes:
                     raise self._refused(item, current)
                 if item.status != "pending":
                     raise ChangeError(already(item))
+                # Written down first: an approval killed at any point is finished at the next start.
+                intent = await asyncio.to_thread(
+                    self._intents.begin, "approve", {"pending": item.id, "by": who}
+                )
                 commit = await self._apply(item, who)
-            if commit is not None:
-                await asyncio.to_thread(self._git.add_review, commit.sha, f"approved by {who} (review gate)")
-                if item.provenance is not None:
-                    await self._commits.annotate(commit.sha, item.provenance)
+                if commit is not None:
+                    await self._reviewed(commit.sha, item, who)
+                self._intents.done(intent)
             await self._files_changed([item.file])
         self._bus.publish(item.summary())
         installed = f" and installed it as commit {commit.sha[:10]}" if commit else ""
@@ -448,10 +478,104 @@ class Changes:
         The caller holds the write lock."""
         commit = await self._apply(item, who)
         if commit is not None:
-            await asyncio.to_thread(self._git.add_review, commit.sha, f"approved by {who} (review gate)")
-            if item.provenance is not None:
-                await self._commits.annotate(commit.sha, item.provenance)
+            await self._reviewed(commit.sha, item, who)
         self._bus.publish(item.summary())
+
+    async def _reviewed(self, sha: str, item: PendingChange, who: str) -> None:
+        """The review note and the provenance of an approved held change's commit."""
+        await asyncio.to_thread(self._git.add_review, sha, f"approved by {who} (review gate)")
+        if item.provenance is not None:
+            await self._commits.annotate(sha, item.provenance)
+
+    def installed_as(self, pending_id: str) -> str | None:
+        """The commit that installed held change `pending_id` (its `Evolve-Pending` trailer), if any."""
+        return self._git.with_trailer("Pending", pending_id)
+
+    # ---- decisions an engine that died left half done (engine.changes.recovery) ---------------
+
+    def interrupted(self) -> list[Intent]:
+        """The operator's decisions left half done (the commits git refused are Commits')."""
+        return [i for i in self._intents.left() if i.kind in ("revert", "approve", "reject")]
+
+    async def finish(self, intent: Intent) -> str:
+        """Finish a decision that was under way when the engine died, as what it was; what was done,
+        for the warning. The caller holds the write lock."""
+        try:
+            if intent.kind == "revert":
+                return await self._finish_revert(intent.data)
+            if intent.kind == "approve":
+                return await self._finish_approve(intent.data)
+            if intent.kind == "reject":
+                return await self._finish_reject(intent.data)
+            return f"an unknown decision {intent.kind!r} was left as it was"
+        finally:
+            self._intents.done(intent)
+
+    async def _finish_revert(self, data: dict[str, object]) -> str:
+        shas = [str(s) for s in data.get("shas") or []]  # type: ignore[attr-defined]
+        raw = data.get("trailers")
+        trailers = {str(k): str(v) for k, v in raw.items()} if isinstance(raw, dict) else {}
+        since = data.get("head")
+        done = self._git.with_trailer("Reverts", " ".join(shas), str(since) if since else None)
+        if done:
+            return f"the revert of {', '.join(s[:10] for s in shas)} had been committed ({done[:10]})"
+        files = [str(f) for f in data.get("files") or []]  # type: ignore[attr-defined]
+        await asyncio.to_thread(self._git.undo_half_revert, files)
+        trailers["Interrupted"] = "completed at restart"
+        try:
+            commit = await asyncio.to_thread(self._git.revert, shas, str(data.get("message")), trailers)
+        except GitError as exc:
+            return f"the revert of {', '.join(s[:10] for s in shas)} could not be completed: {exc}"
+        if commit is None:
+            return f"the revert of {', '.join(s[:10] for s in shas)} changes nothing any more"
+        self._commits.announce(commit)
+        return f"the revert of {', '.join(s[:10] for s in shas)} was completed at restart ({commit.sha[:10]})"
+
+    async def _finish_approve(self, data: dict[str, object]) -> str:
+        pending_id, who = str(data.get("pending")), str(data.get("by") or "operator")
+        try:
+            item = self.get(pending_id)
+        except ChangeError:
+            return f"the approval of {pending_id}: no such held change"
+        if item.status == "approved":
+            if item.commit and item.commit not in self._git.reviews(1000):
+                await self._reviewed(item.commit, item, who)
+            return f"the approval of {pending_id} had been recorded"
+        if item.status != "pending":
+            return f"the approval of {pending_id}: it was {item.status} meanwhile"
+        installed = self.installed_as(pending_id)
+        if installed is not None:  # committed, its decision not recorded yet
+            item.status, item.decided_at, item.commit = "approved", time.time(), installed
+            self._pending.save(item)
+            await self._reviewed(installed, item, who)
+            self._bus.publish(item.summary())
+            return f"the approval of {pending_id} ({item.file}) was recorded at restart ({installed[:10]})"
+        target = Path(os.path.realpath(self._workspace.root / item.file))
+        try:
+            current = target.read_bytes()
+        except OSError:
+            current = b""
+        proposed = (item.content or "").encode("utf-8", "surrogateescape")
+        if current != proposed and sha256(current) != item.base_sha256:
+            item.status, item.decided_at = "stale", time.time()
+            item.note = f"{item.file} changed while its approval was interrupted; ask the agent to redo it"
+            self._pending.save(item)
+            self._bus.publish(item.summary())
+            return f"the approval of {pending_id}: {item.note}"
+        await self.finish_approval(item, f"{who} (the approval was interrupted, completed at restart)")
+        return f"the approval of {pending_id} ({item.file}) was completed at restart"
+
+    async def _finish_reject(self, data: dict[str, object]) -> str:
+        pending_id = str(data.get("pending"))
+        try:
+            item = self.get(pending_id)
+        except ChangeError:
+            return f"the rejection of {pending_id}: no such held change"
+        if item.status != "pending":
+            return f"the rejection of {pending_id} had been recorded"
+        reason = data.get("reason")
+        self._record_rejection(item, str(data.get("by") or "operator"), str(reason) if reason else None)
+        return f"the rejection of {pending_id} ({item.file}) was recorded at restart"
 
     async def _apply(self, item: PendingChange, who: str) -> Commit | None:
         """Write the held change, commit it as approved by `who`, record the decision. The caller
@@ -494,10 +618,22 @@ class Changes:
             return await self.dismiss_pending(pending_id, who, reason)
         if item.status != "pending":
             raise ChangeError(already(item))
-        item.status, item.decided_at = "rejected", time.time()
-        item.note = f"rejected by {who}" + (f": {reason}" if reason else "")
-        self._pending.save(item)
-        self._bus.publish(item.summary())
+        async with self._commits.lock:
+            installed = self.installed_as(pending_id)
+            if installed is not None:
+                # Its approval was cut short after its commit: it is installed, so it is approved.
+                item.status, item.decided_at, item.commit = "approved", time.time(), installed
+                self._pending.save(item)
+                self._bus.publish(item.summary())
+                raise ChangeError(
+                    f"change {pending_id} was already installed as commit {installed[:10]} (its approval "
+                    "was interrupted); it is recorded as approved: revert the commit to undo it"
+                )
+            intent = await asyncio.to_thread(
+                self._intents.begin, "reject", {"pending": item.id, "by": who, "reason": reason}
+            )
+            self._record_rejection(item, who, reason)
+            self._intents.done(intent)
         because = f" because: {reason}" if reason else ""
         checks = f" Its behaviour checks: {item.evals}." if item.evals else ""
         await self._tell_author(
@@ -534,6 +670,12 @@ class Changes:
                 item.id,
             )
         return item.summary()
+
+    def _record_rejection(self, item: PendingChange, who: str, reason: str | None) -> None:
+        item.status, item.decided_at = "rejected", time.time()
+        item.note = f"rejected by {who}" + (f": {reason}" if reason else "")
+        self._pending.save(item)
+        self._bus.publish(item.summary())
 
 
 def _with_untested(item: PendingChange) -> PendingChange:

@@ -66,6 +66,7 @@ class PendingChanges:
             # strictjson: a content with unpaired surrogates (bytes that are not UTF-8) is kept, escaped
             self.dir / f"{pending.id}.json",
             strictjson.dumps(pending.to_dict()).encode(),
+            parents=False,
         )
 
     def listed(self, include_decided: bool = False) -> list[PendingChange]:

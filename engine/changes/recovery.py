@@ -3,12 +3,17 @@ puts right before it does anything else:
 
 - lock files a killed git left in `.git` (no process holds them): removed, or every commit would
   wait and fail;
-- temporary files of atomic writes, and validation copies, whose process is gone: removed;
+- temporary files of atomic writes, and validation and replay copies, whose process is gone: removed;
+- processes that hook runs of the dead engine left running (a hook, what it started, a replay's
+  hooks): ended, found by their run tag (engine.hooks.groups);
 - tool calls that started and never ended: their change, if it is on disk and uncommitted, is
   committed with the attribution the call would have given it (never as an external change), and
   each call is recorded as interrupted;
-- an operator's approval of a held change that wrote the file but did not commit it: committed as
-  the approval.
+- an operator's decision under way (a revert, an approval or a rejection of a held change, written
+  down before it began: engine.changes.intents): finished as what it was, with its attribution and
+  its decision recorded, whatever point it had reached;
+- an operator's approval of a held change that wrote the file but did not commit it (an engine
+  that wrote down no intent): committed as the approval.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from pathlib import Path
 
 from engine.changes.commits import CommitFailed, Commits
 from engine.changes.history import Changes
-from engine.hooks import validation
+from engine.hooks import groups, validation
 from engine.journal.store import Journal
 from engine.protocol.announcement import Announcement
 from engine.protocol.records import JSONDict, ToolCall
@@ -62,6 +67,15 @@ class Recovery:
         copies = await asyncio.to_thread(validation.remove_stale_copies)
         for path in [*temp, *copies]:
             log.info("removed %s, left by a process that died", path)
+        ended = await asyncio.to_thread(groups.end_leftovers, ws.root)
+        if ended:
+            shown = ", ".join(f"{pid} ({tag})" for pid, tag in sorted(ended.items())[:10])
+            more = f" and {len(ended) - 10} more" if len(ended) > 10 else ""
+            self._warn(
+                "recovery",
+                f"ended {len(ended)} process(es) that hook runs of an engine that died left running: "
+                f"{shown}{more}",
+            )
 
     def _another_engine(self) -> int | None:
         """The pid of another live engine announced for this workspace: its calls in progress are
@@ -76,6 +90,7 @@ class Recovery:
         if self._another_engine() is not None:
             return
         async with self._commits.lock:
+            await self._decisions()
             await self._approvals()
             if self._journal is not None:
                 await self._tool_calls(self._journal)
@@ -138,6 +153,13 @@ class Recovery:
             message, trailers, paths, f"{call.tool} (interrupted)", ctx
         )
         return [c.sha for c in made]
+
+    async def _decisions(self) -> None:
+        """An operator's revert, approval or rejection the dead engine had begun: finished as what it
+        was (its commit with its attribution, its decision recorded)."""
+        for intent in await asyncio.to_thread(self._changes.interrupted):
+            done = await self._changes.finish(intent)
+            self._warn("recovery", f"an interrupted {intent.kind} ({intent.id}): {done}")
 
     async def _approvals(self) -> None:
         """A held change whose approval wrote the file and died before the commit: the file has the

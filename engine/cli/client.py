@@ -10,6 +10,7 @@ from typing import Any
 
 import httpx
 
+from engine.core import strictjson
 from engine.protocol.api import API_VERSION, API_VERSION_HEADER
 from engine.protocol.calls import Call, NotAnAnswer
 from engine.protocol.routes import A
@@ -58,7 +59,12 @@ class EngineClient:
         params: Mapping[str, str] | None = None,
     ) -> Any:
         """One request; the answer's JSON (an object, unless the engine misbehaves)."""
-        kwargs: dict[str, Any] = {"json": json, "params": dict(params or {})}
+        kwargs: dict[str, Any] = {"params": dict(params or {})}
+        if json is not None:
+            # strictjson: text UTF-8 cannot hold (a lone surrogate from the command line) is sent
+            # \u-escaped, as a JavaScript client sends it, where httpx's own encoding would fail.
+            kwargs["content"] = strictjson.dumps(json).encode("utf-8")
+            kwargs["headers"] = {"content-type": "application/json"}
         if timeout is not None:
             kwargs["timeout"] = timeout
         try:

@@ -136,7 +136,15 @@ def cmd_stage(args: argparse.Namespace) -> int:
         if args.verbose:
             out = result.to_dict()
             if engine.journal is not None:
-                engine.journal.flush()
+                from engine.journal.writer import JournalFailing
+
+                try:
+                    engine.journal.flush()
+                except JournalFailing as exc:
+                    print(
+                        f"evolve stage: the journal cannot write ({exc}): its runs are not listed",
+                        file=sys.stderr,
+                    )
                 out["runs"] = [r.to_dict() for r in engine.stages.runs_of(result)]
             print_json(out)
         else:

@@ -30,8 +30,14 @@ def directory(path: str, option: str) -> Path:
 
 
 def print_json(value: Any) -> None:
-    json.dump(value, sys.stdout, indent=2, ensure_ascii=False)
-    sys.stdout.write("\n")
+    """`value` as indented JSON; non-ASCII text as it is, unless the value holds text UTF-8 cannot
+    hold (a lone surrogate): then all of it \\u-escaped, which any JSON reader turns back."""
+    text = json.dumps(value, indent=2, ensure_ascii=False, default=str)
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        text = json.dumps(value, indent=2, ensure_ascii=True, default=str)
+    sys.stdout.write(text + "\n")
 
 
 def workspace(args: argparse.Namespace, must_exist: bool = True) -> Path:

@@ -12,7 +12,7 @@ from engine.hooks.discovery import HookFile, scan_hooks
 from engine.hooks.protocols import fired_stages, hcp_input
 from engine.hooks.registry import discover_hook
 from engine.hooks.runner import execute
-from engine.hooks.validation import test_file
+from engine.hooks.testpath import TestCommand, TestRefused, test_command
 from engine.protocol.records import HookRun, new_id
 from engine.workspace.config import load_config
 from engine.workspace.layout import PROMPT_CONTRACT, Workspace
@@ -153,13 +153,17 @@ async def diagnose(root: Path, env: dict[str, str] | None = None, project: Path 
                 WARNING, where, "no test registered: edits by the agent are installed without validation"
             )
         else:
-            test = test_file(root, reg.test)
-            if test is None:
-                report.add(ERROR, where, f"registers test tests/{reg.test}, which does not exist")
-            elif not os.access(test, os.X_OK):
+            command: TestCommand | None = None
+            try:
+                command = test_command(root, reg.test)
+            except TestRefused as exc:
+                report.add(ERROR, where, f"registers test {reg.test!r}, which cannot run: {exc}")
+            if command is not None and not command.script.is_file():
+                report.add(ERROR, where, f"registers test {command.shown}, which does not exist")
+            elif command is not None and command.runs_script and not os.access(command.script, os.X_OK):
                 report.add(
                     INFO,
-                    str(test.relative_to(root)),
+                    str(command.script.relative_to(root.resolve())),
                     "not executable (validation makes it executable before running)",
                 )
         report.hooks.append(

@@ -3,6 +3,7 @@ The parser (parser.py) names each command's function (commands.py, replay.py, do
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -39,7 +40,18 @@ def log_level(given: str | None) -> str:
     return value.strip().upper()
 
 
+def _printable_output() -> None:
+    """Text the engine keeps may hold what the terminal's encoding cannot (a lone surrogate a client
+    sent): printed escaped (`\\ud800`) rather than failing the command."""
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):
+                reconfigure(errors="backslashreplace")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    _printable_output()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

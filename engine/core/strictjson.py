@@ -88,6 +88,19 @@ def finite(value: Any) -> Any:
     return value
 
 
+def escaped(value: str) -> str:
+    """`value` as text that encodes: each lone surrogate (which UTF-8 cannot hold) written as its
+    `\\uXXXX` escape, everything else as it is. For what names things (a session id, a call id),
+    which ends up in paths, URLs, git and the journal's columns."""
+    if value.isascii():
+        return value
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return value.encode("utf-8", errors="backslashreplace").decode("utf-8")
+    return value
+
+
 def _default(obj: object) -> Any:
     """Last resort for values json can't encode (sets, bytes, paths...): keep something useful."""
     if isinstance(obj, (set, frozenset, tuple)):

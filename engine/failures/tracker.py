@@ -220,7 +220,7 @@ class Failures:
         if self._journal is None:
             return
         try:
-            found = await asyncio.to_thread(self._journal.failing)
+            found = await asyncio.to_thread(self._journal.failing_hooks)
         except Exception as exc:
             log.warning("cannot read the failing hooks from the journal: %s", exc)
             return

@@ -11,6 +11,7 @@ from typing import Any
 
 from engine.core.bus import EventBus
 from engine.hooks.discovery import HookFile
+from engine.hooks.groups import run_owner
 from engine.hooks.runner import execute
 from engine.journal.store import Journal
 from engine.protocol.records import HookRun, RunStarted, new_id
@@ -63,6 +64,7 @@ class HookRunner:
         self._bus = bus
         self._refuse = refuse
         self._warm = warm
+        self._owner = run_owner(root)  # the tag of its runs says whose they are (engine.hooks.groups)
 
     async def run(
         self,
@@ -88,6 +90,7 @@ class HookRunner:
             stdout_limit=config.hook_output_limit,
             env=self._env,
             warm=self._warm if config.hook_warm_start else None,
+            owner=self._owner,
         )
         if run.stderr:
             log.info("hooks/%s %s stderr: %s", hook.name, stage, run.stderr.rstrip()[-2000:])

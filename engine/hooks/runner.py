@@ -2,7 +2,8 @@
 
 The hook runs in its own process group so that a timeout kills everything it started, not just the
 direct child; what it started in a new session (`setsid`, a daemon) is found by the tag every
-process of a run inherits in its environment (`EVOLVE_RUN`) and killed with the group. stdout is
+process of a run inherits in its environment (`EVOLVE_RUN`) and killed with the group. What a run
+leaves running when it ends by itself is ended the same way: no process of a run outlives it. stdout is
 bounded (a run that prints more fails cleanly), stderr is bounded and kept with the run. Every
 failure gets a precise reason: a spawn error, a timeout, too much output, a non-zero exit, a
 signal, or a stdout line that is not a JSON object.
@@ -15,7 +16,6 @@ parts: `supervise` (a started run to its end, cold or warm), `capture` (its boun
 from __future__ import annotations
 
 import asyncio
-import itertools
 import os
 import time
 from collections.abc import Awaitable, Mapping
@@ -24,7 +24,16 @@ from typing import TYPE_CHECKING
 
 from engine.core import strictjson
 from engine.hooks.capture import Outputs
-from engine.hooks.groups import KILL_GRACE_S, RUN_TAG, Started, tagged, terminate_group
+from engine.hooks.groups import (
+    KILL_GRACE_S,
+    RUN_TAG,
+    Started,
+    end_remains,
+    last_pid,
+    new_tag,
+    tagged,
+    terminate_group,
+)
 from engine.hooks.jsonl import parse_jsonl
 from engine.hooks.supervise import PIPE_GRACE_S, Finished, supervise, supervise_warm
 from engine.protocol.records import HookRun
@@ -48,7 +57,6 @@ __all__ = [
 ]
 
 STDERR_LIMIT = 256 * 1024
-_run_numbers = itertools.count(1)
 
 
 async def run_process(
@@ -62,16 +70,20 @@ async def run_process(
     stdout_fail_over: bool = True,
     stderr_limit: int = STDERR_LIMIT,
     warm: WarmStarts | None = None,
+    owner: str | None = None,
 ) -> Finished:
     """Run `argv` in its own process group with bounded output and a timeout that kills the group.
 
     A process is judged by its own exit: when it exits but something it started still holds its
-    pipes, those are given a moment and then killed, without turning the run into a timeout.
-    With `warm`, a Python hook (`argv` = its path and the stage) is forked from a ready interpreter
-    when one is (engine.warm.starts); otherwise, and whenever that fails, it starts as always.
+    pipes, those are given a moment and then killed, without turning the run into a timeout; what
+    it leaves running otherwise is ended once it exited. With `warm`, a Python hook (`argv` = its
+    path and the stage) is forked from a ready interpreter when one is (engine.warm.starts);
+    otherwise, and whenever that fails, it starts as always. `owner`: whose run it is, the prefix of
+    its tag (engine.hooks.groups.run_owner of the engine's workspace).
     """
     done = Finished()
-    tag = f"{os.getpid()}-{next(_run_numbers)}"
+    tag = new_tag(owner)
+    since = last_pid()
     if warm is not None and stdin is not None:
         # The ready interpreter is the one for the run's environment without its tag; the tag is
         # set in the forked hook, so that what it starts carries it.
@@ -82,7 +94,10 @@ async def run_process(
         if warm_proc is not None:
             try:
                 await _unless_cancelled(
-                    supervise_warm(warm_proc, outputs, done, timeout_ms, stdout_limit, tag), warm_proc, tag
+                    supervise_warm(warm_proc, outputs, done, timeout_ms, stdout_limit, tag, since),
+                    warm_proc,
+                    tag,
+                    since,
                 )
             finally:
                 warm_proc.close()  # the engine's ends of its pipes
@@ -106,21 +121,25 @@ async def run_process(
         done.spawn_error = exc
         return done
     await _unless_cancelled(
-        supervise(proc, done, stdin, timeout_ms, stdout_limit, stdout_fail_over, stderr_limit, tag),
+        supervise(proc, done, stdin, timeout_ms, stdout_limit, stdout_fail_over, stderr_limit, tag, since),
         proc,
         tag,
+        since,
     )
     return done
 
 
-async def _unless_cancelled(supervising: Awaitable[Finished], proc: Started, tag: str) -> None:
-    """Await `supervising`; when the caller gives up (the engine is stopping), end the process
-    group first: it must not outlive the run."""
+async def _unless_cancelled(
+    supervising: Awaitable[Finished], proc: Started, tag: str, since: int | None
+) -> None:
+    """Await `supervising`, then end what the run left running; when the caller gives up (the
+    engine is stopping), end the process group first: it must not outlive the run."""
     try:
         await supervising
     except asyncio.CancelledError:
-        await asyncio.shield(terminate_group(proc, tag))
+        await asyncio.shield(terminate_group(proc, tag, since))
         raise
+    await end_remains(proc, tag, since)
 
 
 async def execute(
@@ -132,9 +151,10 @@ async def execute(
     stdout_limit: int,
     env: Mapping[str, str] | None = None,
     warm: WarmStarts | None = None,
+    owner: str | None = None,
 ) -> HookRun:
     """Run the hook at `path` for `run.stage` with `run.input` on stdin; fill in and return `run`
-    (forked from a ready interpreter if `warm` has one for it, see run_process)."""
+    (forked from a ready interpreter if `warm` has one for it, see run_process; `owner` as there)."""
     started = time.perf_counter()
     stdin_data = b"" if run.input is None else strictjson.dumps(run.input).encode()
     done = await run_process(
@@ -145,6 +165,7 @@ async def execute(
         timeout_ms=timeout_ms,
         stdout_limit=stdout_limit,
         warm=warm,
+        owner=owner,
     )
     if done.spawn_error is not None:
         exc = done.spawn_error

@@ -67,6 +67,7 @@ async def supervise(
     stdout_fail_over: bool,
     stderr_limit: int,
     tag: str,
+    since: int | None = None,
 ) -> Finished:
     assert proc.stdout and proc.stderr
     out = Capture(stdout_limit, fail_over=stdout_fail_over)
@@ -100,7 +101,7 @@ async def supervise(
         await asyncio.wait({err_task}, timeout=min(PIPE_GRACE_S, max(deadline - loop.time(), 0)))
     killed = failure is not None or not (out_task.done() and err_task.done())
     if killed:
-        await terminate_group(proc, tag)
+        await terminate_group(proc, tag, since)
     for task in (out_task, err_task, feed_task, wait_task):
         if not task.done():
             task.cancel()
@@ -115,7 +116,13 @@ async def supervise(
 
 
 async def supervise_warm(
-    proc: WarmProcess, outputs: Outputs, done: Finished, timeout_ms: int, stdout_limit: int, tag: str
+    proc: WarmProcess,
+    outputs: Outputs,
+    done: Finished,
+    timeout_ms: int,
+    stdout_limit: int,
+    tag: str,
+    since: int | None = None,
 ) -> Finished:
     """supervise for a hook forked warm, the same rules, driven by callbacks: its pipes hand their
     output to `outputs` and its server reports its exit, and this sleeps until one of them has
@@ -146,7 +153,7 @@ async def supervise_warm(
         await outputs.sleep(remaining)
     killed = failure is not None or outputs.open > 0
     if killed:
-        await terminate_group(proc, tag)
+        await terminate_group(proc, tag, since)
         # What is left is read to EOF (the group is dead now), so the pipes close here.
         grace_end = loop.time() + PIPE_GRACE_S
         while outputs.open and loop.time() < grace_end:

@@ -10,17 +10,27 @@ from __future__ import annotations
 import asyncio
 import os
 import shutil
-import tempfile
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.hooks.groups import run_owner
 from engine.hooks.runner import run_process
-from engine.workspace.layout import pid_alive
-from engine.workspace.paths import PathRefused, safe_path
+from engine.hooks.testpath import TestCommand, TestRefused, test_command
+from engine.workspace.copies import SKIP_TOP, copy_workspace, new_copy_dir, remove_stale_copies
 
-SKIP_TOP = frozenset({".git", "state"})
+# Names this module had before copies moved to engine.workspace.copies, for those that import them.
+__all__ = [
+    "COPY_PREFIX",
+    "OUTPUT_LIMIT",
+    "SKIP_TOP",
+    "Validation",
+    "copy_workspace",
+    "remove_stale_copies",
+    "validate",
+]
+
 OUTPUT_LIMIT = 256 * 1024
 COPY_PREFIX = "evolve-validate-"
 """Validation copies are `<tmp>/evolve-validate-<pid of the engine>-<random>`."""
@@ -35,20 +45,6 @@ class Validation:
     exit_code: int | None = None  # the test's exit status, when it exited
 
 
-def _ignore_top(root: Path):  # type: ignore[no-untyped-def]
-    def ignore(directory: str, names: list[str]) -> set[str]:
-        if Path(directory) == root:
-            return {n for n in names if n in SKIP_TOP}
-        return set()
-
-    return ignore
-
-
-def copy_workspace(root: Path, target: Path) -> None:
-    """Copy the workspace without its git history and runtime state; symlinks stay links."""
-    shutil.copytree(root, target, symlinks=True, ignore=_ignore_top(root), dirs_exist_ok=True)
-
-
 async def validate(
     root: Path,
     hook_rel: str,
@@ -56,84 +52,76 @@ async def validate(
     test: str | None,
     timeout_ms: int,
     env: Mapping[str, str] | None = None,
+    slots: asyncio.Semaphore | None = None,
 ) -> Validation:
     """Run `tests/<test>` against a copy of the workspace in which `hooks/<hook_rel>` is `candidate`
-    (`hook_rel` is where the hook's content lives: a link resolved)."""
+    (`hook_rel` is where the hook's content lives: a link resolved). `slots`: the validations that
+    may run at once (this one waits for one, before it copies anything)."""
     if not test:
         return Validation(True, "no test registered")
-    started = time.perf_counter()
-    tmp = Path(tempfile.mkdtemp(prefix=f"{COPY_PREFIX}{os.getpid()}-"))
     try:
-        await asyncio.to_thread(copy_workspace, root, tmp)
+        test_command(root, test)  # refused before anything is copied, made executable or run
+    except TestRefused as exc:
+        return Validation(False, f"{exc}; a hook's test must be a script in tests/", 0.0, test)
+    if slots is None:
+        return await _validate(root, hook_rel, candidate, test, timeout_ms, env)
+    async with slots:
+        return await _validate(root, hook_rel, candidate, test, timeout_ms, env)
+
+
+async def _validate(
+    root: Path,
+    hook_rel: str,
+    candidate: str | bytes,
+    test: str,
+    timeout_ms: int,
+    env: Mapping[str, str] | None,
+) -> Validation:
+    started = time.perf_counter()
+    tmp = new_copy_dir("validate")
+    try:
+        copied = await asyncio.to_thread(copy_workspace, root, tmp)
         target = tmp / "hooks" / hook_rel
+        if os.path.commonpath([os.path.realpath(tmp), os.path.realpath(target.parent)]) != os.path.realpath(
+            tmp
+        ):
+            return Validation(False, f"hooks/{hook_rel} leads out of the workspace: refused", 0.0, test)
         target.parent.mkdir(parents=True, exist_ok=True)
         if target.is_symlink():
             target.unlink()
         target.write_bytes(candidate.encode("utf-8") if isinstance(candidate, str) else candidate)
         os.chmod(target, 0o755)
-        test_path = test_file(tmp, test)
-        if test_path is None:
+        try:
+            command = test_command(tmp, test)  # again in the copy: what runs is what was checked
+        except TestRefused as exc:
+            return Validation(False, f"{exc}; a hook's test must be a script in tests/", 0.0, test)
+        if not command.script.is_file():
             return Validation(
-                False, f"test script tests/{test} not found (the hook registers it in discover)", 0.0, test
+                False,
+                f"test script {command.shown} not found (the hook registers it in discover)",
+                0.0,
+                test,
             )
-        os.chmod(test_path, 0o755)
+        if command.runs_script:
+            os.chmod(command.script, 0o755)  # a regular file inside the copy's tests/ (checked above)
         test_env = {**(os.environ if env is None else env), "OPENCODE_EVOLVE_WORKSPACE": str(tmp)}
-        ok, output, code = await _run_test(test_path, tmp, test_env, timeout_ms)
+        ok, output, code = await _run_test(command, tmp, test_env, timeout_ms, run_owner(root))
+        if copied.left_out and not ok:  # what may explain the failure; a pass needs no note
+            sep = "" if not output or output.endswith("\n") else "\n"
+            output += sep + "".join(f"note: not in the validation's copy: {n}\n" for n in copied.notes())
         return Validation(ok, output, (time.perf_counter() - started) * 1000, test, code)
     finally:
         await asyncio.to_thread(shutil.rmtree, tmp, True)
 
 
-def test_file(root: Path, test: str) -> Path | None:
-    """The test script a hook registers: `tests/<test>` (opencode-evolve names a file in tests/), else
-    `<test>` relative to the workspace root (hcp names a command relative to `cwd`, the root), when
-    that is a file inside the workspace; None when neither is."""
-    found = root / "tests" / test
-    if found.is_file():
-        return found
-    try:
-        beside = safe_path(root, test, "test")
-    except PathRefused:
-        return None
-    return beside if beside.is_file() else None
-
-
-def remove_stale_copies(tmp: Path | None = None) -> list[Path]:
-    """Remove the validation copies left in the temporary directory by engines that died during a
-    validation (a crash, kill -9): those of this user whose engine is gone. Returns what was removed."""
-    base = Path(tmp or tempfile.gettempdir())
-    removed: list[Path] = []
-    try:
-        entries = list(os.scandir(base))
-    except OSError:
-        return removed
-    for entry in entries:
-        if not entry.name.startswith(COPY_PREFIX):
-            continue
-        pid = entry.name[len(COPY_PREFIX) :].split("-", 1)[0]
-        try:
-            if (
-                not pid.isdigit()
-                or pid_alive(int(pid))
-                or entry.stat(follow_symlinks=False).st_uid != os.getuid()
-            ):
-                continue
-            if not entry.is_dir(follow_symlinks=False):
-                continue
-        except OSError:
-            continue
-        shutil.rmtree(entry.path, ignore_errors=True)
-        removed.append(Path(entry.path))
-    return removed
-
-
 async def _run_test(
-    path: Path, cwd: Path, env: dict[str, str], timeout_ms: int
+    command: TestCommand, cwd: Path, env: dict[str, str], timeout_ms: int, owner: str
 ) -> tuple[bool, str, int | None]:
     """ok when the test exits 0; the output is stdout then stderr, with the reason appended when it
     could not finish; and its exit status."""
+    name = command.shown
     done = await run_process(
-        [str(path)],
+        command.argv,
         cwd=cwd,
         env=env,
         stdin=None,
@@ -141,16 +129,17 @@ async def _run_test(
         stdout_limit=OUTPUT_LIMIT,
         stdout_fail_over=False,
         stderr_limit=OUTPUT_LIMIT,
+        owner=owner,
     )
     if done.spawn_error is not None:
-        return False, f"cannot start tests/{path.name}: {done.spawn_error.strerror or done.spawn_error}", None
+        return False, f"cannot start {name}: {done.spawn_error.strerror or done.spawn_error}", None
     output = (done.stdout + done.stderr).decode("utf-8", errors="replace")
     if done.failure is not None:
         if done.timed_out:
-            reason = f"timeout: tests/{path.name} ran longer than {timeout_ms} ms and was killed"
+            reason = f"timeout: {name} ran longer than {timeout_ms} ms and was killed"
         else:
-            reason = f"tests/{path.name}: {done.failure}"
+            reason = f"{name}: {done.failure}"
         return False, output + ("\n" if output and not output.endswith("\n") else "") + reason, None
     if done.signal:
-        return False, output + f"\ntests/{path.name} was killed by {done.signal}", None
+        return False, output + f"\n{name} was killed by {done.signal}", None
     return done.returncode == 0, output, done.returncode

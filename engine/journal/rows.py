@@ -24,13 +24,7 @@ def encode_json(value: Any) -> str:
 def col(value: str | None) -> str | None:
     """A string fit for a TEXT column (lone surrogates backslash-escaped); used for filter
     columns and for filter parameters alike, so the two always compare equal."""
-    if value is None or value.isascii():
-        return value
-    try:
-        value.encode("utf-8")
-    except UnicodeEncodeError:
-        return value.encode("utf-8", errors="backslashreplace").decode("utf-8")
-    return value
+    return None if value is None else strictjson.escaped(value)
 
 
 def _num(value: Any) -> float | None:

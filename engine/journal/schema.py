@@ -9,15 +9,19 @@ their owner only: they hold conversations.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 from typing import Final
 
+from engine.core import strictjson
+
 log = logging.getLogger("evolve.journal")
 
-SCHEMA_VERSION: Final = 3
+SCHEMA_VERSION: Final = 4
 BUSY_TIMEOUT_MS: Final = 5000
 WAL_SIZE_LIMIT: Final = 16 * 1024 * 1024
 
@@ -106,8 +110,60 @@ ALTER TABLE tool_calls ADD COLUMN running INTEGER NOT NULL DEFAULT 0;
 CREATE INDEX IF NOT EXISTS tool_calls_running ON tool_calls (running) WHERE running = 1;
 """
 
-# Schema migrations: `MIGRATIONS[v]` takes a database at user_version v to v + 1.
-MIGRATIONS: Final[dict[int, str]] = {0: SCHEMA_V1, 1: SCHEMA_V2, 2: SCHEMA_V3}
+# Version 4: a session's history in a table of its own (read when asked for, never when the sessions
+# are listed), and what each session and history takes (the sessions' share of journal_max_bytes).
+SCHEMA_V4: Final = """
+CREATE TABLE IF NOT EXISTS session_histories (
+    id TEXT PRIMARY KEY,
+    bytes INTEGER NOT NULL,
+    length INTEGER NOT NULL,
+    history TEXT NOT NULL
+);
+ALTER TABLE sessions ADD COLUMN history_length INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE sessions ADD COLUMN bytes INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX IF NOT EXISTS sessions_size ON sessions (updated_at, id, bytes);
+"""
+
+
+def text_bytes(*values: str | None) -> int:
+    """What text values take stored (UTF-8; a lone surrogate was escaped before it got here)."""
+    return sum(len(v.encode("utf-8", "surrogatepass")) for v in values if v is not None)
+
+
+def _move_histories(conn: sqlite3.Connection) -> None:
+    """Version 4's data: each session's history out of its `data` into `session_histories`, one
+    session at a time (a journal of many long sessions is not read into memory at once)."""
+    ids = [row[0] for row in conn.execute("SELECT id FROM sessions").fetchall()]
+    for sid in ids:
+        system, model, data = conn.execute(
+            "SELECT system, model, data FROM sessions WHERE id = ?", (sid,)
+        ).fetchone()
+        try:
+            facts = json.loads(data or "{}")
+        except ValueError:
+            continue  # damaged by hand: left as it is (its history, if any, is not listed)
+        if not isinstance(facts, dict):
+            continue
+        history = facts.pop("history", None)
+        text = strictjson.dumps(facts)
+        length = 0
+        if isinstance(history, list) and history:
+            stored = strictjson.dumps(history)
+            length = len(history)
+            conn.execute(
+                "INSERT OR REPLACE INTO session_histories (id, bytes, length, history) VALUES (?, ?, ?, ?)",
+                (sid, text_bytes(stored), length, stored),
+            )
+        conn.execute(
+            "UPDATE sessions SET data = ?, history_length = ?, bytes = ? WHERE id = ?",
+            (text, length, text_bytes(text, system, model), sid),
+        )
+
+
+# Schema migrations: `MIGRATIONS[v]` takes a database at user_version v to v + 1 (its statements,
+# then `DATA_MIGRATIONS[v]`, if any, in the same transaction).
+MIGRATIONS: Final[dict[int, str]] = {0: SCHEMA_V1, 1: SCHEMA_V2, 2: SCHEMA_V3, 3: SCHEMA_V4}
+DATA_MIGRATIONS: Final[dict[int, Callable[[sqlite3.Connection], None]]] = {3: _move_histories}
 
 _RUN_COLUMNS: Final = (
     "id, started_at, stage, hook, session, dispatch_id, ok, error, exit_code, signal, duration_ms, data"
@@ -166,6 +222,8 @@ def migrate(conn: sqlite3.Connection) -> None:
             for statement in MIGRATIONS[version].split(";"):
                 if statement.strip():
                     conn.execute(statement)
+            if version in DATA_MIGRATIONS:
+                DATA_MIGRATIONS[version](conn)
             version += 1
             conn.execute(f"PRAGMA user_version = {version}")
         conn.execute("COMMIT")

@@ -15,7 +15,10 @@ to change: a restart finds the calls that never finished (`interrupted_tool_call
 
 from __future__ import annotations
 
+import contextlib
+import sqlite3
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Self
 
@@ -27,8 +30,8 @@ from engine.journal.rows import INTENT_KEY, encode_json, snapshot
 from engine.journal.schema import SCHEMA_V1 as _SCHEMA_V1
 from engine.journal.schema import SCHEMA_V2 as _SCHEMA_V2
 from engine.journal.schema import SCHEMA_VERSION, connect, migrate, private
-from engine.journal.sessions import UNSET, SessionTable, _Unset
-from engine.journal.writer import MAX_PENDING_BYTES, MAX_PENDING_ROWS, BatchWriter
+from engine.journal.sessions import SESSIONS_SHARE, UNSET, SessionTable, _Unset
+from engine.journal.writer import MAX_PENDING_BYTES, MAX_PENDING_ROWS, BatchWriter, JournalFailing
 from engine.protocol.records import HookRun, JSONDict, StageResult, ToolCall, new_id
 
 # Names this module had before it was split, for the code and tests that import them from here.
@@ -41,6 +44,7 @@ __all__ = [
     "_SCHEMA_V1",
     "_SCHEMA_V2",
     "Journal",
+    "JournalFailing",
     "encode_json",
     "snapshot",
 ]
@@ -52,10 +56,20 @@ class Journal:
     Thread-safe. `record_*` never raise and return at once unless the writer is `MAX_PENDING_ROWS`
     (or `MAX_PENDING_BYTES`) behind: then they wait for room. `flush()` waits for the writer;
     `close()` flushes and stops it. Writer errors are logged to `evolve.journal` and kept in
-    `last_error` (with `error_count`); the writer keeps going.
+    `last_error` (with `error_count`); the writer keeps going. While the database cannot be written
+    (`failing` says why) nothing is dropped that a caller could have been answered for: the writer
+    keeps it and tries again, `flush()` and `save_session` raise `JournalFailing`.
     """
 
-    def __init__(self, path: Path, max_runs: int = 20000, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(
+        self,
+        path: Path,
+        max_runs: int = 20000,
+        max_bytes: int = DEFAULT_MAX_BYTES,
+        on_failing: Callable[[str | None], None] | None = None,
+    ) -> None:
+        """`on_failing(reason)`: called (on another thread) when the journal stops taking writes,
+        with why, and when it takes them again (None)."""
         if max_runs < 1:
             raise ValueError("max_runs must be at least 1")
         if max_bytes < 1:
@@ -64,6 +78,8 @@ class Journal:
         self.max_runs = max_runs
         self.max_bytes = max_bytes
         self._errors = ErrorLog()
+        self._on_failing = on_failing
+        self._sessions_failing: str | None = None
 
         self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
         private(self.path)
@@ -77,10 +93,14 @@ class Journal:
             raise
         self._reader = ReadConnection(reader)
         self._queries = Queries(self._reader, self._errors)
-        self._sessions = SessionTable(self._reader)
+        # Before the writer's first trim: an older journal's sessions past their share go first, so
+        # that the runs are not trimmed to make room for them.
+        self._sessions = SessionTable(self._reader, int(SESSIONS_SHARE * max_bytes))
         splitter = BlobSplitter()
         self._retention = Retention(self._writer, max_runs, max_bytes, self._errors, splitter.forget)
-        self._batches = BatchWriter(self._writer, self.path, splitter, self._retention, self._errors)
+        self._batches = BatchWriter(
+            self._writer, self.path, splitter, self._retention, self._errors, self._writer_state
+        )
 
     def __enter__(self) -> Self:
         return self
@@ -102,6 +122,36 @@ class Journal:
     def trimmed_rows(self) -> int:
         """Rows removed to stay under max_bytes."""
         return self._retention.trimmed_rows
+
+    @property
+    def failing(self) -> str | None:
+        """Why the journal cannot write now (a full disk, an I/O error, a lock), None when it can."""
+        return self._batches.failing or self._sessions_failing
+
+    @property
+    def dropped(self) -> int:
+        """Records given up since opened: handed over while the journal could not write, beyond what
+        it keeps for when it can, or left when it closed unable to write them."""
+        return self._batches.dropped
+
+    @property
+    def sessions_bytes(self) -> int:
+        """What sessions and their histories take (their share is half of `max_bytes`)."""
+        return self._sessions.stored_bytes
+
+    def _writer_state(self, reason: str | None) -> None:
+        if self._sessions_failing is None and self._on_failing is not None:
+            self._on_failing(reason)
+
+    def _sessions_state(self, reason: str | None) -> None:
+        was, self._sessions_failing = self._sessions_failing, reason
+        if (
+            (was is None) != (reason is None)
+            and self._batches.failing is None
+            and self._on_failing is not None
+        ):
+            with contextlib.suppress(Exception):  # a listener must not break a write
+                self._on_failing(reason)
 
     @property
     def waits(self) -> int:
@@ -204,7 +254,7 @@ class Journal:
         """Recorded engine events, newest first: `{id, started_at, kind, data}`."""
         return self._queries.events(kind, before, limit)
 
-    def failing(self) -> list[JSONDict]:
+    def failing_hooks(self) -> list[JSONDict]:
         """The hooks failing at a stage since they last ran fine there (Queries.failing)."""
         return self._queries.failing()
 
@@ -240,14 +290,24 @@ class Journal:
     ) -> None:
         """Create or update a session, changing only the fields given (None clears a field).
 
-        `extra` keys are merged into the session's extra data (other keys are kept).
-        `updated_at` is set to now.
+        `extra` keys are merged into the session's extra data (other keys are kept); `history`
+        replaces the session's history. `updated_at` is set to now. Raises JournalFailing when the
+        database cannot be written (the caller keeps the session to write it again).
         """
-        self._sessions.save(id, system, agent, model, frozen_at, extra)
+        try:
+            self._sessions.save(id, system, agent, model, frozen_at, extra)
+        except sqlite3.OperationalError as exc:
+            reason = str(exc) or type(exc).__name__
+            self._errors.note(f"cannot save session {id}: {reason}")
+            self._sessions_state(reason)
+            raise JournalFailing(reason) from exc
+        if self._sessions_failing is not None:
+            self._sessions_state(None)
 
     def session(self, id: str) -> dict[str, Any] | None:
+        """A session with its history."""
         return self._sessions.one(id)
 
     def sessions(self, limit: int = 200) -> list[dict[str, Any]]:
-        """Sessions, most recently updated first."""
+        """Sessions, most recently updated first, without their histories (`history_length`)."""
         return self._sessions.newest(limit)

@@ -7,6 +7,13 @@ transaction). `flush()` waits until everything enqueued before it is committed. 
 bounded (`MAX_PENDING_ROWS` records, `MAX_PENDING_BYTES` of output): a caller that finds it full
 waits for the writer, so the engine slows down to what the disk takes instead of holding an
 ever-growing backlog that a crash would lose.
+
+When the database cannot be written (a full disk, an I/O error, a lock another program holds past
+the busy timeout), nothing is dropped: the batch goes back to the front of the queue and is tried
+again (after 0.1 s, doubling to 2 s) until it can be written; meanwhile the writer is `failing`
+(with the reason), `flush()` raises `JournalFailing` at once, and a caller is not made to wait for
+room (the engine refuses new work instead, engine.api). Records handed over while failing beyond
+`FAILING_MAX_ROWS` (or `FAILING_MAX_BYTES`), which nobody was answered for, are dropped and counted.
 """
 
 from __future__ import annotations
@@ -38,13 +45,25 @@ MAX_PENDING_ROWS: Final = 1000
 MAX_PENDING_BYTES: Final = 32 * 1024 * 1024
 """The same, counted in bytes of output (stdout, stderr, tool output) the waiting records hold."""
 _OVERHEAD_BYTES: Final = 256  # what a queued record costs beyond the output it holds
+FAILING_MAX_ROWS: Final = 4 * MAX_PENDING_ROWS
+FAILING_MAX_BYTES: Final = 2 * MAX_PENDING_BYTES
+"""What the queue takes while the database cannot be written (the engine's own records: events, a
+heartbeat; what a client is answered for is refused meanwhile)."""
+RETRY_FIRST_S: Final = 0.1
+RETRY_MAX_S: Final = 2.0
+
+
+class JournalFailing(RuntimeError):
+    """The journal cannot write (the reason is the message); it keeps what it was given and tries
+    again by itself."""
 
 
 class _Flush:
-    __slots__ = ("done",)
+    __slots__ = ("done", "error")
 
     def __init__(self) -> None:
         self.done = threading.Event()
+        self.error: str | None = None  # set when what came before it could not be written
 
 
 class _Stop:
@@ -80,7 +99,10 @@ class BatchWriter:
         splitter: BlobSplitter,
         retention: Retention,
         errors: ErrorLog,
+        on_failing: Callable[[str | None], None] | None = None,
     ) -> None:
+        """`on_failing(reason)`: called on the writer thread when the database stops taking writes
+        (with why) and when it takes them again (None)."""
         self._conn = conn
         self._path = path
         self._blobs = splitter
@@ -95,6 +117,10 @@ class BatchWriter:
         self._closed = False
         self._warned_closed = False
         self.waits = 0  # how often a caller waited for room (back-pressure), since opened
+        self.failing: str | None = None  # why the database cannot be written now, or None
+        self.dropped = 0  # records given up: beyond the queue's room while failing, or at close
+        self._on_failing = on_failing
+        self._retry_s = RETRY_FIRST_S
         self._thread = threading.Thread(target=self._main, name=f"journal-writer:{path.name}", daemon=True)
         self._thread.start()
 
@@ -115,12 +141,20 @@ class BatchWriter:
                 self._warned_closed = True
             else:
                 warn = False
-                if self._pending_rows >= MAX_PENDING_ROWS or self._pending_bytes >= MAX_PENDING_BYTES:
+                if self._full() and self.failing is None:
                     self.waits += 1
-                    while (
-                        self._pending_rows >= MAX_PENDING_ROWS or self._pending_bytes >= MAX_PENDING_BYTES
-                    ) and not self._closed:
+                    while self._full() and not self._closed and self.failing is None:
                         self._cond.wait()
+                if self.failing is not None and (
+                    self._pending_rows >= FAILING_MAX_ROWS or self._pending_bytes >= FAILING_MAX_BYTES
+                ):
+                    self.dropped += 1
+                    if self.dropped == 1 or self.dropped % 1000 == 0:
+                        self._errors.note(
+                            f"the journal cannot write ({self.failing}) and holds {self._pending_rows} "
+                            f"record(s) for when it can; {self.dropped} more dropped"
+                        )
+                    return
                 self._items.append((table, data))
                 self._pending_rows += 1
                 self._pending_bytes += size
@@ -132,6 +166,9 @@ class BatchWriter:
         if warn:
             log.warning("journal %s is closed; dropping records written after close", self._path)
 
+    def _full(self) -> bool:
+        return self._pending_rows >= MAX_PENDING_ROWS or self._pending_bytes >= MAX_PENDING_BYTES
+
     @property
     def pending(self) -> int:
         """Records handed over and not yet committed (or failed)."""
@@ -139,11 +176,14 @@ class BatchWriter:
             return self._pending_rows
 
     def flush(self, timeout: float) -> None:
-        """Block until everything enqueued before this call is committed (or failed). Raises
-        TimeoutError if the writer doesn't get there in `timeout` s."""
+        """Block until everything enqueued before this call is committed. Raises JournalFailing
+        at once while the database cannot be written (and when it could not write what came before
+        this call), TimeoutError if the writer doesn't get there in `timeout` s."""
         marker = _Flush()
         with self._cond:
             closed = self._closed
+            if self.failing is not None and not closed:
+                raise JournalFailing(self.failing)
             if not closed:
                 self._items.append(marker)
                 self._markers += 1
@@ -155,6 +195,8 @@ class BatchWriter:
             return
         if not marker.done.wait(timeout):
             raise TimeoutError(f"journal flush did not complete within {timeout} s")
+        if marker.error is not None:
+            raise JournalFailing(marker.error)
 
     def close(self) -> bool:
         """Write what was accepted, stop the thread and wait for it. False if it was closed already."""
@@ -217,21 +259,66 @@ class BatchWriter:
             self._cond.notify_all()
 
     def _cycle(self) -> bool:
-        """Collect one batch, write it, release flush waiters. Returns True on stop."""
+        """Collect one batch, write it, release flush waiters. Returns True on stop. A batch the
+        database does not take goes back to the front of the queue, to be tried again."""
         batch, waiters, stop = self._take()
+        refused: str | None = None
         try:
             if batch:
-                self._write_batch(batch)
+                refused = self._write_batch(batch)
         except Exception as exc:  # never let the writer die
             rollback(self._conn)
             self._errors.note(f"journal writer failed: {exc!r}", exc_info=True)
-        finally:
+        if refused is None:
             self._done(batch)
             for waiter in waiters:
                 waiter.done.set()
-        return stop
+            if self.failing is not None and batch:
+                self._failing(None)
+            return stop
+        for waiter in waiters:
+            waiter.error = refused
+            waiter.done.set()
+        if stop:  # closing: nothing will try again
+            with self._cond:
+                left = len(batch) + sum(1 for item in self._items if isinstance(item, tuple))
+                self._items.clear()
+                self.dropped += left
+            self._done(batch)
+            self._errors.note(
+                f"the journal closed while it could not write ({refused}): {left} record(s) lost"
+            )
+            return True
+        with self._cond:
+            self._items.extendleft(reversed(batch))  # first again, in their order
+        self._failing(refused)
+        with self._cond:
+            if not self._closed:
+                self._cond.wait(self._retry_s)
+        self._retry_s = min(self._retry_s * 2, RETRY_MAX_S)
+        return False
 
-    def _write_batch(self, batch: list[tuple[str, JSONDict]]) -> None:
+    def _failing(self, reason: str | None) -> None:
+        """The database stopped taking writes (`reason`), or takes them again (None)."""
+        with self._cond:
+            was, self.failing = self.failing, reason
+            self._cond.notify_all()  # callers waiting for room stop waiting: nothing is written now
+        if reason is None:
+            self._retry_s = RETRY_FIRST_S
+            log.warning("the journal %s takes writes again", self._path)
+        elif was is None:
+            self._errors.note(
+                f"the journal cannot write ({reason}); it keeps {self.pending} record(s) and tries again"
+            )
+        if (was is None) != (reason is None) and self._on_failing is not None:
+            try:
+                self._on_failing(reason)
+            except Exception:  # a listener must not stop the writer
+                log.exception("journal: a listener of its state failed")
+
+    def _write_batch(self, batch: list[tuple[str, JSONDict]]) -> str | None:
+        """Write `batch`; None when done (a bad row is dropped alone), else why the database does
+        not take writes (nothing of the batch was written)."""
         rows: dict[str, list[Row]] = {table: [] for table in INSERTS}
         pending: dict[str, PendingBlob] = {}
         for table, data in batch:
@@ -254,12 +341,10 @@ class BatchWriter:
             conn.execute("COMMIT")
         except sqlite3.OperationalError as exc:
             # The database as a whole is unusable right now (locked past busy_timeout, disk
-            # full, I/O error, read-only): row by row would fail the same way, slowly.
+            # full, I/O error, read-only): row by row would fail the same way, slowly. Kept.
             rollback(conn)
             self._blobs.forget()  # what it remembers as stored may not be
-            dropped = sum(len(table_rows) for table_rows in rows.values())
-            self._errors.note(f"journal batch write failed, dropped {dropped} row(s): {exc!r}")
-            return
+            return str(exc) or type(exc).__name__
         except Exception as exc:  # a bad row (constraint, too big...): retry row by row
             rollback(conn)
             self._errors.note(f"journal batch write failed, retrying row by row: {exc!r}")
@@ -268,6 +353,7 @@ class BatchWriter:
             {table: len(table_rows) for table, table_rows in rows.items()}, incoming, len(pending)
         )
         self._retention.trim()
+        return None
 
     def _write_rows_one_by_one(self, rows: dict[str, list[Row]], pending: dict[str, PendingBlob]) -> None:
         conn = self._conn

@@ -3,6 +3,7 @@ of each stage."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -10,7 +11,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from engine.hooks.discovery import Registration
-from engine.journal.store import Journal
+from engine.journal.store import Journal, JournalFailing
 from engine.protocol.stages import ROWS, SESSIONLESS, STAGES, Replay, Stage
 
 CONTAINED: Final[tuple[str, ...]] = tuple(row.stage for row in ROWS if row.replay is Replay.CONTAINED)
@@ -109,7 +110,10 @@ def recorded_inputs(journal: Journal, stage: str, limit: int) -> list[Recorded]:
     session first, then the newest of the rest."""
     if limit <= 0:
         return []
-    journal.flush()  # what was dispatched a moment ago counts too
+    # What was dispatched a moment ago counts too; a journal that cannot write now (a full disk)
+    # still has what it had.
+    with contextlib.suppress(TimeoutError, JournalFailing):
+        journal.flush()
     found = _from_runs(journal, stage) if stage in FROM_RUNS else _from_dispatches(journal, stage)
     return choose(found, limit)
 

@@ -27,7 +27,6 @@ import json
 import logging
 import os
 import shutil
-import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -37,6 +36,8 @@ from typing import Any, Final
 
 from engine.changes.gitstore import GitError, GitStore
 from engine.changes.history import ChangeError
+from engine.core import strictjson
+from engine.hooks.groups import run_owner
 from engine.journal.store import Journal
 from engine.protocol.records import (
     InputComparison,
@@ -60,6 +61,7 @@ from engine.replay.inputs import (
 )
 from engine.replay.version import FileVersion, Overlay, Version, materialize
 from engine.replay.version import ReplayError as ReplayError  # the error callers of the replayer catch
+from engine.workspace.copies import new_copy_dir
 from engine.workspace.layout import write_atomic
 
 log = logging.getLogger("evolve.replay")
@@ -68,6 +70,7 @@ DEFAULT_LIMIT: Final = 20
 MAX_LIMIT: Final = 200
 KEEP_RESULTS: Final = 200  # files in state/replays/ (the oldest go first)
 KEEP_IN_MEMORY: Final = 20  # finished replays answered by id
+DEFAULT_REPLAYS: Final = 2  # replays that run at once (config: max_replays)
 PROGRESS_EVERY_S: Final = 0.2
 
 
@@ -111,7 +114,10 @@ class Replayer:
         pending: Callable[[str], PendingChange],
         store: Path,
         slots: int | None = None,
+        limit: int = DEFAULT_REPLAYS,
     ) -> None:
+        """`slots`: hook processes at once across every replay (the cores); `limit`: replays that
+        run at once (each holds three copies of the workspace), the others wait their turn."""
         self._root = root
         self._git = git
         self._journal = journal
@@ -120,6 +126,9 @@ class Replayer:
         self._pending = pending
         self._store = store
         self._slots = asyncio.Semaphore(slots or os.cpu_count() or 1)
+        self._owner = run_owner(root)
+        self._limit = max(1, limit)
+        self._replays = asyncio.Semaphore(self._limit)
         self._running: dict[str, _Running] = {}
         self._finished: OrderedDict[str, ReplayResult] = OrderedDict()
         self._spawned: set[asyncio.Task[Any]] = set()
@@ -309,9 +318,20 @@ class Replayer:
 
     async def _run(self, record: ReplayResult, change: Change, asked: list[str] | None) -> ReplayResult:
         started = time.perf_counter()
-        scratch = Path(tempfile.mkdtemp(prefix="evolve-replay-"))
         try:
-            record.stages = await self._compare(record, change, asked, scratch)
+            if self._replays.locked():
+                self._progress(
+                    record,
+                    f"queued: {self._limit} replay(s) run at once (max_replays); this one starts when "
+                    "one of them ends",
+                    force=True,
+                )
+            async with self._replays:  # its copies are made once it may run, and gone when it ends
+                scratch = new_copy_dir("replay")
+                try:
+                    record.stages = await self._compare(record, change, asked, scratch)
+                finally:
+                    await asyncio.shield(asyncio.to_thread(shutil.rmtree, scratch, True))
             record.state = "done"
         except asyncio.CancelledError:
             record.state = "cancelled"
@@ -323,15 +343,16 @@ class Replayer:
         finally:
             record.finished_at = time.time()
             record.duration_ms = (time.perf_counter() - started) * 1000
-            await asyncio.to_thread(shutil.rmtree, scratch, True)
             self._running.pop(record.id, None)
             self._last_progress.pop(record.id, None)
             self._finished[record.id] = record
             while len(self._finished) > KEEP_IN_MEMORY:
                 self._finished.popitem(last=False)
             if record.state != "cancelled":
-                with contextlib.suppress(OSError):
+                try:
                     await asyncio.to_thread(self._keep, record)
+                except Exception:  # the replay is answered whatever its file could not be
+                    log.exception("cannot keep the replay %s in %s", record.id, self._store)
             self._publish(record.summary())
         return record
 
@@ -341,8 +362,10 @@ class Replayer:
         self._progress(record, "copying the workspace", force=True)
         versions: list[Version] = []
         for name, overlay in (("before", change.before), ("again", change.before), ("after", change.after)):
-            await asyncio.to_thread(materialize, self._root, scratch / name, overlay)
-            versions.append(Version(scratch / name, self._env, self._slots))
+            copied = await asyncio.to_thread(materialize, self._root, scratch / name, overlay)
+            if name != "again":
+                record.warnings += [f"the version {name}: not in its copy: {n}" for n in copied.notes()]
+            versions.append(Version(scratch / name, self._env, self._slots, self._owner))
         before, again, after = versions
         for name, version in (("before", before), ("after", after)):
             record.warnings += [f"the version {name}: {e} (defaults used)" for e in version.config_errors]
@@ -436,7 +459,8 @@ class Replayer:
         return self._store / f"{os.path.basename(target)}.json"
 
     def _keep(self, record: ReplayResult) -> None:
-        write_atomic(self._path(record.target), json.dumps(record.to_dict(), ensure_ascii=False).encode())
+        # strictjson: text with a lone surrogate (a session id a client sent) is kept, \u-escaped
+        write_atomic(self._path(record.target), strictjson.dumps(record.to_dict()).encode(), parents=False)
         kept = sorted(self._store.glob("*.json"), key=lambda p: p.stat().st_mtime)
         for old in kept[: max(len(kept) - KEEP_RESULTS, 0)]:
             with contextlib.suppress(OSError):

@@ -21,12 +21,12 @@ from engine.hooks.dispatch import Dispatcher, recover_defaults
 from engine.hooks.hookrun import new_run
 from engine.hooks.registry import HookRegistry
 from engine.hooks.runner import execute
-from engine.hooks.validation import copy_workspace
 from engine.protocol.records import HookRun
 from engine.protocol.stages import Stage
 from engine.replay.compare import Outcome, agent_view
 from engine.replay.inputs import Recorded
 from engine.workspace.config import load_config
+from engine.workspace.copies import Copied, copy_workspace
 from engine.workspace.layout import Workspace
 
 log = logging.getLogger("evolve.replay")
@@ -45,11 +45,11 @@ class FileVersion:
 Overlay = dict[str, FileVersion | None]  # workspace path -> its content in a version (None: absent)
 
 
-def materialize(root: Path, target: Path, overlay: Overlay) -> None:
-    """A copy of the workspace at `root` in `target` (as validation copies it), with `overlay`'s files
-    in place. A path reached through a link that leaves the copy is refused: nothing is ever written
-    outside it."""
-    copy_workspace(root, target)
+def materialize(root: Path, target: Path, overlay: Overlay) -> Copied:
+    """A copy of the workspace at `root` in `target` (as validation copies it: nothing in it leads
+    out of it), with `overlay`'s files in place; returns what the copy holds and left out. A path
+    reached through a link that leaves the copy is refused: nothing is ever written outside it."""
+    copied = copy_workspace(root, target)
     real = os.path.realpath(target)
     for rel, version in overlay.items():
         if os.path.isabs(rel) or ".." in Path(rel).parts:
@@ -65,18 +65,29 @@ def materialize(root: Path, target: Path, overlay: Overlay) -> None:
             continue
         path.parent.mkdir(parents=True, exist_ok=True)
         if stat.S_ISLNK(version.mode):
-            os.symlink(os.fsdecode(version.data), path)
+            link = os.fsdecode(version.data)
+            leads_to = os.path.realpath(os.path.join(path.parent, link))
+            if os.path.commonpath([real, leads_to]) != real:
+                copied.left_out.append(f"{rel}: a link that leads out of the workspace ({link}), left out")
+                continue
+            os.symlink(link, path)
         else:
             path.write_bytes(version.data)
             os.chmod(path, 0o755 if version.mode & 0o111 else 0o644)
+    return copied
 
 
 class Version:
     """One version of the workspace in its throwaway copy: its hooks discovered and its stages
     dispatched as the engine does, with nothing journaled or published."""
 
-    def __init__(self, root: Path, env: Mapping[str, str], slots: asyncio.Semaphore) -> None:
+    def __init__(
+        self, root: Path, env: Mapping[str, str], slots: asyncio.Semaphore, owner: str | None = None
+    ) -> None:
+        """`owner`: the tag prefix of the engine's runs (engine.hooks.groups.run_owner of the live
+        workspace), so that what a replay's hooks leave running is found as the engine's."""
         self.root = root
+        self._owner = owner
         self.workspace = Workspace(root)
         # The environment of validation: the engine's, with the copy as the workspace.
         self.env = {**env, "OPENCODE_EVOLVE_WORKSPACE": str(root)}
@@ -105,6 +116,7 @@ class Version:
                 timeout_ms=self.config.hook_timeout,
                 stdout_limit=self.config.hook_output_limit,
                 env=self.env,
+                owner=self._owner,
             )
         self._runs.setdefault(dispatch_id or run.id, []).append(run)
         return run

@@ -26,7 +26,7 @@ from engine.core.bus import EventBus
 from engine.hooks import validation
 from engine.hooks.discovery import HookFile, HookTool
 from engine.hooks.registry import HookRegistry
-from engine.journal.store import Journal
+from engine.journal.store import Journal, JournalFailing
 from engine.protocol.events import EventKind
 from engine.protocol.records import (
     Attempt,
@@ -120,6 +120,9 @@ class Tools:
         self.heartbeat = heartbeat
         self._attempted = attempted
         self.evals = evals
+        # Validations that run at once (each copies the workspace): made at the first one, with the
+        # configuration of then (max_validations).
+        self._validations: asyncio.Semaphore | None = None
 
     # ---- what the agent sees ----------------------------------------------------------------
 
@@ -280,7 +283,12 @@ class Tools:
         self._journal.tool_call_started(call, intent)
         try:
             await asyncio.to_thread(self._journal.flush)
-        except TimeoutError:  # the journal is stuck: the change goes ahead, as it would without one
+        except JournalFailing as exc:  # no record of the change: refused, nothing is changed
+            raise ToolFailed(
+                f"error: the journal cannot write ({exc}): nothing was changed; the engine takes "
+                "changes again once its journal can write"
+            ) from exc
+        except TimeoutError:  # the journal is slow: the change goes ahead, as it would without one
             log.warning("tool call %s: the journal did not confirm its start in time", call.id)
 
     def _provenance(self, ctx: CallContext) -> Provenance:
@@ -388,13 +396,17 @@ class Tools:
     async def validate_hook(self, hook: str, content: str) -> validation.Validation:
         """`hook` is the canonical name: where the content lives in hooks/."""
         reg = self.registry.registration_for(hook)
+        config = self._config()
+        if self._validations is None:
+            self._validations = asyncio.Semaphore(config.max_validations)
         return await validation.validate(
             self.workspace.root,
             hook,
             content,
             reg.test if reg else None,
-            self._config().hook_timeout,
+            config.hook_timeout,
             self._env,
+            self._validations,
         )
 
     async def change_file(
@@ -425,6 +437,13 @@ class Tools:
                 new = change(old)
             except EditFailed as exc:
                 raise ToolFailed(str(exc)) from exc
+            try:
+                new.encode("utf-8", errors="surrogateescape")  # the bytes it read come back as they were
+            except UnicodeEncodeError as exc:
+                raise ToolFailed(
+                    f"error: the new content of {shown} holds text a file cannot (an unpaired surrogate "
+                    f"at character {exc.start}, such as half an emoji); nothing was written"
+                ) from exc
             if hook is not None:
                 result = await self.validate_hook(hook, new)
                 ctx.validation = evidence(result)
@@ -458,7 +477,11 @@ class Tools:
             try:
                 commit = await self._commits.commit(message, trailers, [shown])
             except CommitFailed as exc:
-                success += f" (warning: not committed to git: {exc}; it will be in the next commit)"
+                self._commits.owe(message, trailers, [shown])
+                success += (
+                    f" (warning: not committed to git yet: {exc}; it is committed with this call's "
+                    "attribution as soon as git lets the engine)"
+                )
             else:
                 if commit:
                     ctx.commits.append(commit.sha)

@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from engine.hooks.groups import RUN_TAG, TAG_PLACEHOLDER
 from engine.warm.process import OutputSink, Pipe, WarmProcess
 
 log = logging.getLogger("evolve")
@@ -79,7 +80,8 @@ class Zygote:
                 stdout=asyncio.subprocess.PIPE,
                 stderr=asyncio.subprocess.PIPE,
                 cwd=cwd,
-                env=dict(env),
+                # The run tag's placeholder, which each child overwrites with its run's tag.
+                env={**env, RUN_TAG: TAG_PLACEHOLDER},
                 pass_fds=(theirs.fileno(),),
                 process_group=0,  # like a hook: a Ctrl-C meant for the engine does not reach it
             )

@@ -203,7 +203,7 @@ class WarmStarts:
                 return script
         except OSError:
             pass
-        self.scratch.mkdir(parents=True, exist_ok=True)
+        self.scratch.mkdir(exist_ok=True)  # not its parents: a deleted workspace stays deleted
         partial = script.with_suffix(f".{os.getpid()}.tmp")
         partial.write_bytes(content)
         partial.chmod(0o755)

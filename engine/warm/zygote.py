@@ -35,11 +35,14 @@ _CACHE_BASELINE = set(sys.path_importer_cache)
 
 import posix  # loaded at start-up by every interpreter: it is `os`
 
+_TAG = b"EVOLVE_RUN"  # engine/hooks/groups.py: RUN_TAG; the server starts with a placeholder
+
 
 def _identity() -> bytes:
     """What decides how this interpreter runs a script: compared with a fresh start of the same `#!`
-    line to notice that it now resolves to another interpreter (a version manager's shim)."""
-    env = sorted(posix.environ.items())
+    line to notice that it now resolves to another interpreter (a version manager's shim). The
+    run tag's placeholder is the server's own, not the hook's environment."""
+    env = sorted((k, v) for k, v in posix.environ.items() if k != _TAG)
     state = (sys.executable, sys.version, sys.prefix, sys.exec_prefix, sys.path[1:], str(sys.flags), env)
     return repr(state).encode("utf-8", "backslashreplace")
 
@@ -425,6 +428,8 @@ def _become_hook(
                 posix.environ[variable] = value  # for an `os` imported later
                 if "os" in sys.modules:  # os.environ is a copy made when os was imported
                     sys.modules["os"].environ[_text(variable)] = _text(value)
+                if variable == _TAG:
+                    _show_tag(value)
         sys.argv = [path, stage]
         sys.orig_argv = [*_ARGV_PREFIX, path, stage]
         for name in _TOOLS:
@@ -455,6 +460,38 @@ def _become_hook(
         posix._exit(70)  # the engine gave up on this run: the hook must not run unseen
     sock.close()
     return main, path, code
+
+
+def _show_tag(value: bytes) -> None:
+    """Write the run's tag over the placeholder in the environment block this process started with:
+    the block `/proc/<pid>/environ` shows, which every fork of the hook inherits even if it never
+    runs another program (a `fork` then `setsid`), so that the engine finds and ends it with the
+    run. The rest of the placeholder becomes NUL bytes. Nothing is written when the block has no
+    placeholder long enough (the server was started without one)."""
+    try:
+        fd = posix.open("/proc/self/stat", posix.O_RDONLY)
+        try:
+            stat = posix.read(fd, 4096)
+        finally:
+            posix.close(fd)
+        fields = stat.rsplit(b")", 1)[1].split()
+        start, end = int(fields[47]), int(fields[48])  # env_start, env_end (fields 50, 51)
+        fd = posix.open("/proc/self/mem", posix.O_RDWR)
+        try:
+            block = posix.pread(fd, end - start, start)
+            name = _TAG + b"="
+            at = 0 if block.startswith(name) else block.find(b"\0" + name) + 1
+            if at <= 0 and not block.startswith(name):
+                return
+            at += len(name)
+            width = block.find(b"\0", at) - at
+            if width < len(value) or block[at : at + width].strip(b".") != b"":
+                return
+            posix.pwrite(fd, value + b"\0" * (width - len(value)), start + at)
+        finally:
+            posix.close(fd)
+    except (OSError, ValueError, IndexError):
+        pass  # no /proc: the tag is in what the hook starts, as set above
 
 
 def _flush_std() -> bool:

@@ -67,6 +67,8 @@ class Config:
     evals_on_review: bool = False  # a change held by the review gate is checked at once
     evals_auto_approve: bool = False  # ... and installed by itself when it regresses no scenario
     evals_agent_tools: bool = False  # the agent gets the tools to read, write and run them
+    max_replays: int = 2  # replays that run at once (three copies of the workspace each); others wait
+    max_validations: int = 2  # validations (a copy of the workspace each) that run at once; others wait
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
@@ -212,6 +214,8 @@ _CONVERTERS: dict[str, Callable[[object], Any]] = {
     "evals_on_review": _as_bool,
     "evals_auto_approve": _as_bool,
     "evals_agent_tools": _as_bool,
+    "max_replays": _positive(lambda v: _as_int(v, nullable=False)),
+    "max_validations": _positive(lambda v: _as_int(v, nullable=False)),
 }
 FIELDS = tuple(_CONVERTERS)
 

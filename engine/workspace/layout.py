@@ -111,11 +111,13 @@ def private_dir(path: Path) -> Path:
     return path
 
 
-def write_atomic(path: Path, data: bytes, mode: int | None = None) -> None:
+def write_atomic(path: Path, data: bytes, mode: int | None = None, parents: bool = True) -> None:
     """Write `data` to `path` so that readers see the old or the new content, never a mix:
     a temporary file in the same directory, fsync, then rename over the target. Without `mode`
-    the file is readable by its owner only."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    the file is readable by its owner only. Missing directories are made; with `parents=False`
+    only the file's own: what the engine keeps in `state/` must not make a workspace deleted under
+    it again (FileNotFoundError instead)."""
+    path.parent.mkdir(parents=parents, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TEMP_SUFFIX, dir=path.parent)
     try:
         with os.fdopen(fd, "wb") as fh:
@@ -192,7 +194,7 @@ class StateFile:
                 data = text.encode("utf-8")
             except UnicodeEncodeError:  # a lone surrogate from a client: kept, \u-escaped
                 data = (json.dumps(current, indent=2, ensure_ascii=True) + "\n").encode("utf-8")
-            write_atomic(self.path, data)
+            write_atomic(self.path, data, parents=False)
             return current
 
     def _read_for_update(self) -> dict[str, Any]:

@@ -24,7 +24,7 @@ class WorkspaceLock:
         return self._local.locked()
 
     def _acquire_file(self) -> int:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(exist_ok=True)  # not its parents: a deleted workspace stays deleted
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)

@@ -57,7 +57,9 @@ class Watcher:
         # is left uncommitted is really someone else's edit. The config too is read only then: a
         # hook's change to it (which could turn the review gate off) has been taken back by then.
         await self._activity.quiet()
-        if ws.config_file in paths:
+        # A directory made and a file written in it at once (`mkdir config` then the config) may come
+        # as the directory alone: its watch is added only once its creation is seen, after the file.
+        if ws.config_file in paths or ws.config_file.parent in paths:
             self._reload_config()
         await self._commit_external()
         if any(p.parent == ws.hooks_dir or p == ws.hooks_dir for p in paths):

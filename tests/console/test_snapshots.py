@@ -34,7 +34,6 @@ from typing import Any
 
 import pytest
 import textual.constants
-from textual.app import App, ComposeResult
 from textual.pilot import Pilot
 from textual.widgets import Input, TextArea
 
@@ -64,6 +63,10 @@ from evolve_console.turn import TurnScreen
 from tests.console.conftest import connected, make_isolated_env, row_keys, select_row, settle, wait_until
 from tests.support.engine_process import EngineProcess
 from tests.support.environment import run_git
+from tests.support.screens import text_lines
+
+# One worker starts the engine every snapshot reads (module-scoped) and draws them all.
+pytestmark = pytest.mark.xdist_group("snapshots")
 
 SNAPSHOTS = Path(__file__).parent / "snapshots"
 UPDATE = os.environ.get("EVOLVE_UPDATE_SNAPSHOTS") == "1"
@@ -802,15 +805,6 @@ async def stable_screenshot(app: EvolveConsole, pilot: Pilot[Any], tries: int = 
     raise AssertionError("the screen never came to rest")
 
 
-def text_lines(svg: str) -> list[str]:
-    """The visible text of an SVG screenshot, one entry per text element (for readable diffs)."""
-    return [
-        m.group(1).replace("&#160;", " ")
-        for m in re.finditer(r"<text [^>]*>([^<]*)</text>", svg)
-        if m.group(1).strip("&#160; ")
-    ]
-
-
 def assert_snapshot(name: str, svg: str, tmp_path: Path) -> None:
     expected_path = SNAPSHOTS / f"{name}.svg"
     if UPDATE:
@@ -893,26 +887,6 @@ def test_help_screen_snapshot(fixed_engine: EngineProcess, tmp_path: Path) -> No
     text = " ".join(text_lines(svg))
     assert "Keys in view 5, Self-modifications" in text and "Approve the selected change" in text, text
     assert_snapshot("help", svg, tmp_path)
-
-
-def test_table_columns_fit_rows_drawn_early() -> None:
-    class TableApp(App[None]):
-        CSS = "KeyedTable { width: 50; height: 8; }"
-
-        def compose(self) -> ComposeResult:
-            yield KeyedTable([("time", "time"), ("stage", "stage")], id="t")
-
-    async def main() -> str:
-        app = TableApp()
-        async with app.run_test(size=(60, 10)) as pilot:
-            await pilot.pause()
-            app.query_one(KeyedTable).upsert([("a", ["09:10:00", "mutate_request"])])
-            app.export_screenshot()  # a frame drawn before the table's idle, as happens at random
-            await pilot.pause(0.3)
-            return app.export_screenshot()
-
-    svg = asyncio.run(main())
-    assert "mutate_request" in svg, [line for line in text_lines(svg) if "mutat" in line]
 
 
 def test_changes_view_shows_the_review_column(fixed_engine: EngineProcess) -> None:

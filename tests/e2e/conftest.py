@@ -148,6 +148,10 @@ def opencode_bin() -> Path:
 def oc_home(tmp_path_factory: pytest.TempPathFactory, opencode_bin: Path) -> Iterator[Path]:
     """One isolated HOME for the whole session, so that opencode's one-time install of
     @opencode-ai/plugin is paid once (and, through the seed it leaves in .cache/, once per machine)."""
+    # The seed is made once, under a lock, before any opencode starts: in a parallel run on a clean
+    # machine every worker's first opencode would otherwise install the plugin itself, all at once.
+    with contextlib.suppress(opencode_setup.SetupError):
+        opencode_setup.prepare_seed(quiet=True)
     home = tmp_path_factory.mktemp("opencode-home")
     make_home(home)
     yield home

@@ -5,7 +5,8 @@ edit, finds that edit in the self-modifications view with the arrow keys, revert
 it started.
 
 `--dir` keeps the demo's directory, so that the test can read its git history and logs. HOME is a
-temporary directory; opencode and its plugin dependencies come from the project's cache (.cache/).
+temporary directory; opencode and its plugin dependencies come from the cache the other end-to-end
+tests use (EVOLVE_CACHE_DIR, else the project's .cache/), installed once.
 Skipped without tmux.
 """
 
@@ -20,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from evolve_demo import story
+from evolve_demo import opencode_setup, story
 from tests.support.engine_process import announcement
 from tests.support.environment import evolve_command, isolated_env, run_git
 from tests.support.processes import pid_alive, wait_gone
@@ -48,7 +49,12 @@ def processes_in(directory: Path) -> list[int]:
 
 @pytest.fixture
 def demo(tmp_path: Path, opencode_bin: Path) -> Iterator[tuple[Terminal, Path, Path]]:
-    env = isolated_env(tmp_path / "home", drop=("TMUX", "PYTHON"), TERM="xterm-256color")
+    env = isolated_env(
+        tmp_path / "home",
+        drop=("TMUX", "PYTHON"),
+        TERM="xterm-256color",
+        EVOLVE_CACHE_DIR=str(opencode_setup.cache_dir()),
+    )
     term = Terminal(tmp_path, env, size=(160, 48))
     base = tmp_path / "demo"
     status = tmp_path / "demo.status"

@@ -201,7 +201,9 @@ def test_the_gate_holds_the_bad_edit_and_installs_the_neutral_one_by_itself(proj
         assert story.PROMPT_NEW in (project.ws / "prompts" / "chat.md").read_text()
         head = project.commits()[0]
         assert "Evolve-Approved-By: evals" in head and "Evolve-File: prompts/chat.md" in head
-        assert next(p for p in pending() if p["id"] == held["id"])["status"] == "pending"
+        # The neutral edit installed changed prompts/chat.md under the held one: it can no longer be
+        # approved as proposed, and says so (docs/console.md, "Stale").
+        assert next(p for p in pending() if p["id"] == held["id"])["status"] == "stale"
     assert copies_left(project) == []
 
 

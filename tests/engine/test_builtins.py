@@ -13,7 +13,6 @@ import re
 import shutil
 import stat
 import sys
-from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -25,6 +24,8 @@ from engine.protocol.records import ToolCall
 from engine.runtime import Engine
 from engine.tools.builtins import BUILTINS
 from tests.support.environment import REPO
+from tests.support.in_process import run_engine
+from tests.support.workspace import make_ws, write_file
 
 # scripts/test.sh runs these tests a second time with warm starts off.
 pytestmark = pytest.mark.hooks
@@ -98,40 +99,20 @@ GOOD_EDIT = {
 }
 
 
-def write_file(path: Path, text: str, mode: int = 0o644) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    path.chmod(mode)
-    return path
-
-
-def make_ws(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    write_file(ws / "prompts" / "preamble.md", "P")
-    write_file(ws / "prompts" / "chat.md", CHAT)
-    write_file(ws / "prompts" / "heartbeat.md", "H")
-    write_file(ws / "prompts" / "compaction.md", "C")
-    write_file(ws / "hooks" / "kit.py", KIT, 0o755)
-    write_file(ws / "hooks" / "plain.sh", PLAIN, 0o755)
-    write_file(ws / "tests" / "kit_test.sh", KIT_TEST, 0o755)
-    return ws
-
-
-def with_engine(ws: Path, body: Callable[[Engine], Awaitable[Any]]) -> Any:
-    async def main() -> Any:
-        engine = Engine(ws)
-        await engine.start()
-        try:
-            return await body(engine)
-        finally:
-            await engine.close()
-
-    return asyncio.run(main())
+FILES = {
+    "prompts/preamble.md": "P",
+    "prompts/chat.md": CHAT,
+    "prompts/heartbeat.md": "H",
+    "prompts/compaction.md": "C",
+    "hooks/kit.py": KIT,
+    "hooks/plain.sh": PLAIN,
+    "tests/kit_test.sh": KIT_TEST,
+}
 
 
 def call(tmp_path: Path, name: str, args: dict[str, Any], **kw: Any) -> ToolCall:
-    ws = tmp_path / "ws" if (tmp_path / "ws").exists() else make_ws(tmp_path)
-    return with_engine(ws, lambda e: e.tools.call(name, args, **kw))
+    ws = tmp_path / "ws" if (tmp_path / "ws").exists() else make_ws(tmp_path, FILES)
+    return run_engine(ws, lambda e: e.tools.call(name, args, **kw))
 
 
 def head(ws: Path) -> dict[str, Any]:
@@ -147,8 +128,8 @@ def log(ws: Path) -> list[dict[str, Any]]:
 
 
 def test_all_builtins_are_registered(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
-    specs = with_engine(ws, lambda e: asyncio.sleep(0, e.tools.specs()))
+    ws = make_ws(tmp_path, FILES)
+    specs = run_engine(ws, lambda e: asyncio.sleep(0, e.tools.specs()))
     by_name = {s.name: s for s in specs}
     assert set(BUILTINS) == BUILTIN_NAMES
     assert set(by_name) >= BUILTIN_NAMES
@@ -183,7 +164,7 @@ def test_example_workspace_tools(tmp_path: Path) -> None:
             engine.tools.permission_request("notes_add", {"text": "x", "priority": "high"}),
         )
 
-    specs, listed, permission = with_engine(ws, body)
+    specs, listed, permission = run_engine(ws, body)
     names = {s.name for s in specs}
     assert names >= BUILTIN_NAMES
     assert {"notes_add", "notes_list", "notes_forget", "notes_stats"} <= names
@@ -214,7 +195,7 @@ STAMP = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{3}[+-]\d{2}:\d{2}$
 
 
 def test_datetime_formats(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
 
     async def body(engine: Engine) -> dict[str, str]:
         out = {}
@@ -223,7 +204,7 @@ def test_datetime_formats(tmp_path: Path) -> None:
             out[str(zone)] = (await engine.tools.call("evolve_datetime", args)).output
         return out
 
-    outputs = with_engine(ws, body)
+    outputs = run_engine(ws, body)
     now = datetime.now(UTC)
     for zone, text in outputs.items():
         assert STAMP.match(text), (zone, text)
@@ -244,7 +225,7 @@ def test_datetime_invalid_zone(tmp_path: Path, zone: str) -> None:
 
 
 def test_heartbeat_time(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
 
     async def body(engine: Engine) -> list[str | None]:
         before = (await engine.tools.call("evolve_heartbeat_time", {})).output
@@ -252,7 +233,7 @@ def test_heartbeat_time(tmp_path: Path) -> None:
         after = (await engine.tools.call("evolve_heartbeat_time", {})).output
         return [before, after]
 
-    assert with_engine(ws, body) == ["no heartbeat has run yet", "2026-04-22T21:14:02.123+00:00"]
+    assert run_engine(ws, body) == ["no heartbeat has run yet", "2026-04-22T21:14:02.123+00:00"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -294,7 +275,7 @@ def test_prompt_read_offset_limit(tmp_path: Path, args: dict[str, Any], expected
 
 
 def test_prompt_read_missing_and_invalid(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
 
     async def body(engine: Engine) -> list[ToolCall]:
         return [
@@ -303,7 +284,7 @@ def test_prompt_read_missing_and_invalid(tmp_path: Path) -> None:
             await engine.tools.call("evolve_prompt_read", {"prompt": "../hooks/kit.py"}),
         ]
 
-    missing, invalid, escape = with_engine(ws, body)
+    missing, invalid, escape = run_engine(ws, body)
     assert missing.output == "error: not found: prompts/recover.md"
     assert missing.error == missing.output
     assert invalid.output.startswith("error: invalid arguments for evolve_prompt_read: ")
@@ -312,7 +293,7 @@ def test_prompt_read_missing_and_invalid(tmp_path: Path) -> None:
 
 
 def test_prompt_write_cannot_create(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
 
     async def body(engine: Engine) -> list[ToolCall]:
         return [
@@ -320,7 +301,7 @@ def test_prompt_write_cannot_create(tmp_path: Path) -> None:
             await engine.tools.call("evolve_prompt_write", {"prompt": "x.md", "content": "new"}),
         ]
 
-    missing, outside = with_engine(ws, body)
+    missing, outside = run_engine(ws, body)
     assert missing.output == "error: not found: prompts/recover.md"
     assert missing.error == missing.output
     assert missing.commit is None
@@ -331,8 +312,8 @@ def test_prompt_write_cannot_create(tmp_path: Path) -> None:
 
 
 def test_prompt_write_writes_and_commits_with_trailers(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
-    result = with_engine(
+    ws = make_ws(tmp_path, FILES)
+    result = run_engine(
         ws,
         lambda e: e.tools.call(
             "evolve_prompt_write",
@@ -358,8 +339,8 @@ def test_prompt_write_writes_and_commits_with_trailers(tmp_path: Path) -> None:
 
 
 def test_prompt_write_same_content_makes_no_commit(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
-    result = with_engine(
+    ws = make_ws(tmp_path, FILES)
+    result = run_engine(
         ws, lambda e: e.tools.call("evolve_prompt_write", {"prompt": "chat.md", "content": CHAT})
     )
     assert result.output == "successfully wrote chat.md"
@@ -368,14 +349,14 @@ def test_prompt_write_same_content_makes_no_commit(tmp_path: Path) -> None:
 
 
 def test_prompt_write_keeps_the_file_mode(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     (ws / "prompts" / "chat.md").chmod(0o600)
     call(tmp_path, "evolve_prompt_write", {"prompt": "chat.md", "content": "x"})
     assert stat.S_IMODE((ws / "prompts" / "chat.md").stat().st_mode) == 0o600
 
 
 def test_prompt_edit_messages(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     write_file(ws / "prompts" / "heartbeat.md", "tick tock tick")
 
     async def body(engine: Engine) -> list[ToolCall]:
@@ -392,7 +373,7 @@ def test_prompt_edit_messages(tmp_path: Path) -> None:
             for i, args in enumerate(edits)
         ]
 
-    absent, many, empty, missing, replace_all, single = with_engine(ws, body)
+    absent, many, empty, missing, replace_all, single = run_engine(ws, body)
     assert absent.output == "failed: oldString not found"
     assert absent.error == absent.output
     assert many.output == "failed: 2 matches for oldString, expected 1 (use replaceAll to replace all)"
@@ -416,7 +397,7 @@ def test_prompt_edit_messages(tmp_path: Path) -> None:
 
 
 def test_concurrent_prompt_edits_all_land(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     write_file(ws / "prompts" / "chat.md", "".join(f"marker-{i:02d}\n" for i in range(20)))
 
     async def body(engine: Engine) -> Any:
@@ -437,7 +418,7 @@ def test_concurrent_prompt_edits_all_land(tmp_path: Path) -> None:
             events.append(event)
         return results, events
 
-    results, events = with_engine(ws, body)
+    results, events = run_engine(ws, body)
     assert [r.output for r in results] == ["successfully edited chat.md"] * 20
     assert (ws / "prompts" / "chat.md").read_text() == "".join(f"edited-{i:02d}\n" for i in range(20))
     edits = [c for c in log(ws) if c["message"].startswith("edit prompt chat.md")]
@@ -454,14 +435,14 @@ def test_concurrent_prompt_edits_all_land(tmp_path: Path) -> None:
 
 
 def test_hook_list(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     write_file(ws / "hooks" / "notexec.sh", PLAIN)  # skipped by discovery, so not listed
     result = call(tmp_path, "evolve_hook_list", {})
     assert result.output == "available hooks: kit.py, plain.sh"
 
 
 def test_hook_read(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     write_file(ws / "hooks" / "sub" / "helper.txt", "a\nb\nc")
 
     async def body(engine: Engine) -> list[str | None]:
@@ -475,7 +456,7 @@ def test_hook_read(tmp_path: Path) -> None:
         ]
         return [(await engine.tools.call("evolve_hook_read", a)).output for a in args]
 
-    full, second, empty, sub, missing, directory = with_engine(ws, body)
+    full, second, empty, sub, missing, directory = run_engine(ws, body)
     assert full == KIT
     assert second == "import json, os, sys"
     assert empty == ""
@@ -510,7 +491,7 @@ def tool_args(tool: str, name: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("name", BAD_NAMES)
 def test_hook_tools_refuse_paths_outside_hooks(tmp_path: Path, name: str) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     outside = write_file(tmp_path / "outside.sh", OUTSIDE)  # not executable: not discovered
     outdir = tmp_path / "outdir"
     write_file(outdir / "inside.sh", OUTSIDE)
@@ -532,7 +513,7 @@ def test_hook_tools_refuse_paths_outside_hooks(tmp_path: Path, name: str) -> Non
         ws / "prompts" / "chat.md",
     ]
     before = {p: p.read_bytes() for p in watched}
-    results = with_engine(ws, body)
+    results = run_engine(ws, body)
     for tool, result in zip(tools, results, strict=True):
         assert result.output == f"error: invalid hooks path: {name}", tool
         assert result.error == result.output
@@ -545,7 +526,7 @@ def test_hook_tools_refuse_paths_outside_hooks(tmp_path: Path, name: str) -> Non
 
 
 def test_hook_write_cannot_create_files(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
 
     async def body(engine: Engine) -> list[ToolCall]:
         return [
@@ -556,7 +537,7 @@ def test_hook_write_cannot_create_files(tmp_path: Path) -> None:
             ),
         ]
 
-    write, nested, edit = with_engine(ws, body)
+    write, nested, edit = run_engine(ws, body)
     assert write.output == "error: not found: hooks/new.py"
     assert nested.output == "error: not found: hooks/sub/new.py"
     assert edit.output == "error: not found: hooks/new.py"
@@ -570,7 +551,7 @@ def test_hook_write_cannot_create_files(tmp_path: Path) -> None:
 
 
 def test_hook_edit_that_breaks_the_test_is_rejected(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
 
     async def body(engine: Engine) -> Any:
         sub = engine.bus.subscribe()
@@ -585,7 +566,7 @@ def test_hook_edit_that_breaks_the_test_is_rejected(tmp_path: Path) -> None:
             events.append(event)
         return edit, write, events, set(engine.registry.hook_tools())
 
-    edit, write, events, tools = with_engine(ws, body)
+    edit, write, events, tools = run_engine(ws, body)
     for result in (edit, write):
         assert result.output.startswith("validation failed:\n")
         assert "FAIL: kit.py discover failed" in result.output
@@ -603,7 +584,7 @@ def test_hook_edit_that_breaks_the_test_is_rejected(tmp_path: Path) -> None:
 def test_hook_edit_validation_cannot_be_bypassed_with_an_unnormalised_name(
     tmp_path: Path, alias: str
 ) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     (ws / "hooks" / "sub").mkdir()
 
     async def body(engine: Engine) -> list[ToolCall]:
@@ -614,14 +595,14 @@ def test_hook_edit_validation_cannot_be_bypassed_with_an_unnormalised_name(
             ),
         ]
 
-    edit, validate = with_engine(ws, body)
+    edit, validate = run_engine(ws, body)
     assert (ws / "hooks" / "kit.py").read_text() == KIT
     assert edit.output.startswith("validation failed:")
     assert validate.output.startswith("validation failed:")
 
 
 def test_good_hook_edit_is_installed_committed_and_rediscovered(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     (ws / "hooks" / "kit.py").chmod(0o700)
 
     async def body(engine: Engine) -> Any:
@@ -632,7 +613,7 @@ def test_good_hook_edit_is_installed_committed_and_rediscovered(tmp_path: Path) 
         listed = await engine.tools.call("evolve_tool_invoke", {"name": "kit_added"})
         return before, result, {s.name for s in engine.tools.specs()}, listed
 
-    before, result, after, invoked = with_engine(ws, body)
+    before, result, after, invoked = run_engine(ws, body)
     assert "kit_added" not in before
     assert result.output == "successfully edited kit.py"
     assert result.error is None
@@ -656,9 +637,9 @@ def test_good_hook_edit_is_installed_committed_and_rediscovered(tmp_path: Path) 
 
 
 def test_good_hook_write_is_committed(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     new = KIT.replace('"Echo text"', '"Echo the text back"')
-    result = with_engine(
+    result = run_engine(
         ws,
         lambda e: e.tools.call(
             "evolve_hook_write", {"hook": "kit.py", "content": new}, session="s", call_id="c"
@@ -673,7 +654,7 @@ def test_good_hook_write_is_committed(tmp_path: Path) -> None:
 
 
 def test_hook_write_without_test_and_non_discovered_file(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     write_file(ws / "hooks" / "later.sh", "not yet a script\n")  # not executable: not discovered
     new = '#!/bin/sh\ncat >/dev/null\n[ "$1" = discover ] && echo \'{"tools": [{"name": "t"}]}\'\nexit 0\n'
 
@@ -691,7 +672,7 @@ def test_hook_write_without_test_and_non_discovered_file(tmp_path: Path) -> None
             set(engine.registry.hook_tools()),
         )
 
-    before, plain, later, after, tools = with_engine(ws, body)
+    before, plain, later, after, tools = run_engine(ws, body)
     assert before == ["kit.py", "plain.sh"]
     assert plain.output == "successfully wrote plain.sh"
     assert later.output == "successfully wrote later.sh"
@@ -701,7 +682,7 @@ def test_hook_write_without_test_and_non_discovered_file(tmp_path: Path) -> None
 
 
 def test_hook_validate(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
 
     async def body(engine: Engine) -> list[str | None]:
         args: list[dict[str, Any]] = [
@@ -712,7 +693,7 @@ def test_hook_validate(tmp_path: Path) -> None:
         ]
         return [(await engine.tools.call("evolve_hook_validate", a)).output for a in args]
 
-    good, bad, untested, unknown = with_engine(ws, body)
+    good, bad, untested, unknown = run_engine(ws, body)
     assert good == "validation passed"
     assert bad is not None and bad.startswith("validation failed:\nFAIL: kit.py discover failed")
     # No test: says so, rather than "passed" (nothing was run).
@@ -738,7 +719,7 @@ def test_tool_list_format(tmp_path: Path) -> None:
 
 
 def test_tool_invoke(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
 
     async def body(engine: Engine) -> list[ToolCall]:
         return [
@@ -756,7 +737,7 @@ def test_tool_invoke(tmp_path: Path) -> None:
             ),
         ]
 
-    echo, missing, wrong_type, nope, zzz, other, mark = with_engine(ws, body)
+    echo, missing, wrong_type, nope, zzz, other, mark = run_engine(ws, body)
     assert echo.output == "hello"
     assert echo.error is None
     assert echo.commit is None  # nothing changed: no commit
@@ -787,7 +768,7 @@ def test_tool_invoke(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("via_invoke", [False, True], ids=["direct", "invoke"])
 def test_invalid_enum_is_rejected_before_the_hook_runs(tmp_path: Path, via_invoke: bool) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     args = {"level": "medium", "path": "p"}
 
     async def body(engine: Engine) -> Any:
@@ -799,7 +780,7 @@ def test_invalid_enum_is_rejected_before_the_hook_runs(tmp_path: Path, via_invok
         engine.journal.flush()
         return result, engine.journal.runs(stage="execute_tool")
 
-    result, runs = with_engine(ws, body)
+    result, runs = run_engine(ws, body)
     assert result.output == (
         'tool error: invalid arguments for kit_mark: argument "level" must be one of "low", "high" (got "medium")'
     )
@@ -809,8 +790,8 @@ def test_invalid_enum_is_rejected_before_the_hook_runs(tmp_path: Path, via_invok
 
 
 def test_hook_tool_direct_call(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
-    result = with_engine(ws, lambda e: e.tools.call("kit_mark", {"level": "low"}, session="s", call_id="c9"))
+    ws = make_ws(tmp_path, FILES)
+    result = run_engine(ws, lambda e: e.tools.call("kit_mark", {"level": "low"}, session="s", call_id="c9"))
     assert result.output == "marked low"
     assert (ws / "marker.txt").read_text() == "low"
     commit = head(ws)
@@ -824,7 +805,7 @@ def test_hook_tool_direct_call(tmp_path: Path) -> None:
 
 
 def test_permission_requests(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
 
     async def body(engine: Engine) -> dict[str, Any]:
         p = engine.tools.permission_request
@@ -849,7 +830,7 @@ def test_permission_requests(tmp_path: Path) -> None:
             "unknown": p("nope", {}),
         }
 
-    got = with_engine(ws, body)
+    got = run_engine(ws, body)
     assert got["mark"] == {"permission": "kit_mark", "patterns": ["notes/a.md"]}
     assert got["mark-no-arg"] == {"permission": "kit_mark", "patterns": ["*"]}
     assert got["mark-empty-arg"] == {"permission": "kit_mark", "patterns": ["*"]}

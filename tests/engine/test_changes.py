@@ -18,7 +18,6 @@ from typing import Any
 import pytest
 
 from engine.changes.history import ChangeError
-from engine.changes.provenance import parse_counts
 from engine.protocol.records import Change
 from engine.runtime import Engine
 from tests.support.in_process import run_engine
@@ -39,7 +38,7 @@ def ws(tmp_path: Path) -> Path:
     return root
 
 
-def with_engine(ws: Path, body: Callable[[Engine], Awaitable[Any]], **env: str) -> Any:
+def with_deliveries(ws: Path, body: Callable[[Engine], Awaitable[Any]], **env: str) -> Any:
     """`body(engine)` with the notifications the engine delivers kept in `engine.delivered`."""
 
     def keep_deliveries(engine: Engine) -> None:
@@ -61,25 +60,6 @@ def newest(engine: Engine) -> Change:
 # ---- counts in a test's output -----------------------------------------------------------------
 
 
-@pytest.mark.parametrize(
-    ("output", "counts"),
-    [
-        ("==== 3 passed, 1 failed in 0.12s ====", (3, 1, 4)),
-        ("5 passed in 0.1s", (5, None, 5)),
-        ("Ran 12 tests in 0.003s\n\nOK", (12, 0, 12)),
-        ("Ran 12 tests in 0.003s\n\nFAILED (failures=2, errors=1)", (9, 3, 12)),
-        ("notes_test: 4 checks, 4 passed", (4, None, 4)),
-        ("notes_test: 4 checks, 1 failed", (3, 1, 4)),
-        ("1..5\nok 1\nnot ok 2\n# pass 4\n# fail 1", (4, 1, 5)),
-        ("12 tests, 12 passed", (12, None, 12)),
-        ("1,234 passed, 2 failed", (1234, 2, 1236)),
-        ("everything looks fine", (None, None, None)),
-    ],
-)
-def test_counts_are_read_from_common_summary_lines(output: str, counts: tuple[Any, ...]) -> None:
-    assert parse_counts(output) == counts
-
-
 # ---- provenance ---------------------------------------------------------------------------------
 
 
@@ -94,7 +74,7 @@ def test_a_hook_edit_records_why_what_and_the_evidence_in_git_and_the_tool_call(
         assert (call.validation.passed, call.validation.failed, call.validation.total) == (4, None, 4)
         assert call.context == SAID
 
-    with_engine(ws, body)
+    with_deliveries(ws, body)
 
     async def after_restart(engine: Engine) -> None:  # a new engine reads it from git
         change = newest(engine)
@@ -118,7 +98,7 @@ def test_a_hook_edit_records_why_what_and_the_evidence_in_git_and_the_tool_call(
         assert "4 checks, 4 passed" in evidence.output_tail
         assert change.state == "unreviewed"
 
-    with_engine(ws, after_restart)
+    with_deliveries(ws, after_restart)
     note = subprocess.run(
         ["git", "-C", str(ws), "notes", "--ref=refs/notes/evolve-provenance", "show", "HEAD"],
         capture_output=True,
@@ -137,7 +117,7 @@ def test_a_failed_validation_is_evidence_too(ws: Path) -> None:
         assert call.validation is not None and not call.validation.ok and call.validation.exit_code == 1
         assert call.validation.failed == 1 and call.validation.total == 4
 
-    with_engine(ws, body)
+    with_deliveries(ws, body)
 
 
 def test_under_the_gate_the_pending_change_carries_its_provenance_to_the_commit(ws: Path) -> None:
@@ -151,7 +131,7 @@ def test_under_the_gate_the_pending_change_carries_its_provenance_to_the_commit(
         assert change.provenance is not None and change.provenance.session == "ses_g"
         assert change.state == "approved"
 
-    with_engine(ws, body, EVOLVE_REVIEW="gate")
+    with_deliveries(ws, body, EVOLVE_REVIEW="gate")
 
 
 # ---- review states ------------------------------------------------------------------------------
@@ -176,7 +156,7 @@ def test_review_states_tell_apart_what_needs_a_look(ws: Path) -> None:
         revert = engine.changes.change(result.sha)
         assert revert.reverts == edit.sha and revert.origin == "operator" and revert.state == "none"
 
-    with_engine(ws, body)
+    with_deliveries(ws, body)
 
 
 # ---- what a revert touches ----------------------------------------------------------------------
@@ -203,7 +183,7 @@ def test_impact_lists_sessions_frozen_under_that_version_and_later_changes(ws: P
         # Frozen under the later version: a revert together undoes that one too.
         assert [s.id for s in impact.later_sessions] == ["ses_after"]
 
-    with_engine(ws, body)
+    with_deliveries(ws, body)
 
 
 def test_a_conflicting_revert_names_the_later_changes_and_together_undoes_them_in_one_commit(
@@ -233,7 +213,7 @@ def test_a_conflicting_revert_names_the_later_changes_and_together_undoes_them_i
         )
         assert log.stdout.splitlines()[0] == "revert: edit prompt chat.md and 1 later change(s)"
 
-    with_engine(ws, body)
+    with_deliveries(ws, body)
 
 
 def test_a_revert_refreshes_the_sessions_it_is_asked_to(ws: Path) -> None:
@@ -249,7 +229,7 @@ def test_a_revert_refreshes_the_sessions_it_is_asked_to(ws: Path) -> None:
         recomposed = await engine.bridge.request_system("ses_x", ["opencode"])
         assert recomposed is not None and "plainly and briefly" in "".join(recomposed)
 
-    with_engine(ws, body)
+    with_deliveries(ws, body)
 
 
 # ---- closing the loop with the agent ------------------------------------------------------------
@@ -271,7 +251,7 @@ def test_the_author_hears_of_approval_revert_and_rejection(ws: Path) -> None:
         assert engine.sessions.find("ses_other").notifications == []  # type: ignore[union-attr]
         return delivered
 
-    with_engine(ws, body)
+    with_deliveries(ws, body)
 
     async def gated(engine: Engine) -> None:
         engine.sessions.get("ses_author")
@@ -282,7 +262,7 @@ def test_the_author_hears_of_approval_revert_and_rejection(ws: Path) -> None:
         assert "rejected your proposed change" in delivered[0][1]
         assert "because: keep answers brief" in delivered[0][1]
 
-    with_engine(ws, gated, EVOLVE_REVIEW="gate")
+    with_deliveries(ws, gated, EVOLVE_REVIEW="gate")
 
 
 def test_a_refused_call_is_recorded_and_not_run(ws: Path) -> None:
@@ -302,4 +282,4 @@ def test_a_refused_call_is_recorded_and_not_run(ws: Path) -> None:
         [stored] = engine.journal.tool_calls(limit=5)
         assert stored.permission == "denied by opencode"
 
-    with_engine(ws, body)
+    with_deliveries(ws, body)

@@ -7,7 +7,6 @@ Every command runs as the real `evolve` in a subprocess, with HOME in the test's
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import stat
@@ -17,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from engine.cli.main import build_parser
 from engine.protocol.stages import STAGES
 from tests.support.engine_process import EngineProcess
 from tests.support.environment import REPO, isolated_env
@@ -158,27 +156,6 @@ def test_console_refuses_a_named_workspace_that_is_not_one(env: dict[str, str], 
 
 
 # ---- help texts -----------------------------------------------------------------------------------
-
-
-def _parsers(
-    parser: argparse.ArgumentParser, name: str = "evolve"
-) -> list[tuple[str, argparse.ArgumentParser]]:
-    found = [(name, parser)]
-    for action in parser._actions:
-        if isinstance(action, argparse._SubParsersAction):
-            for sub, child in action.choices.items():
-                found += _parsers(child, f"{name} {sub}")
-    return found
-
-
-def test_every_option_and_argument_has_help_text() -> None:
-    missing = [
-        f"{name}: {action.option_strings or action.dest}"
-        for name, parser in _parsers(build_parser())
-        for action in parser._actions
-        if not action.help and not isinstance(action, argparse._SubParsersAction)
-    ]
-    assert missing == []
 
 
 # ---- shim install keeps the file's mode -----------------------------------------------------------

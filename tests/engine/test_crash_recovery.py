@@ -25,12 +25,7 @@ from tests.support.engine_process import EngineProcess
 from tests.support.environment import EVOLVE, REPO, isolated_env, run_git
 from tests.support.processes import pid_alive
 from tests.support.waiting import wait_for
-
-
-def write(path: Path, text: str, mode: int = 0o644) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    path.chmod(mode)
+from tests.support.workspace import write_file
 
 
 def parent_git(pid: int) -> int:
@@ -48,11 +43,13 @@ def setup(tmp_path: Path) -> Iterator[tuple[Path, dict[str, str], Path, Path]]:
     ws = tmp_path / "ws"
     env = isolated_env(tmp_path / "home", PYTHONPATH=str(REPO))
     for name in ["preamble.md", "chat.md", "heartbeat.md", "compaction.md", "recover.md"]:
-        write(ws / "prompts" / name, f"{name} as it was\n")
-    write(ws / ".gitattributes", "prompts/chat.md filter=hang\n")
+        write_file(ws / "prompts" / name, f"{name} as it was\n")
+    write_file(ws / ".gitattributes", "prompts/chat.md filter=hang\n")
     armed, pidfile = tmp_path / "armed", tmp_path / "filter.pid"
     filt = tmp_path / "hang.sh"
-    write(filt, f"#!/bin/sh\nif [ -e {armed} ]; then echo $$ > {pidfile}; sleep 300; fi\nexec cat\n", 0o755)
+    write_file(
+        filt, f"#!/bin/sh\nif [ -e {armed} ]; then echo $$ > {pidfile}; sleep 300; fi\nexec cat\n", 0o755
+    )
     run_git(ws, "init", "-q", "-b", "main", env=env)
     run_git(ws, "config", "filter.hang.clean", str(filt), env=env)
     yield ws, env, armed, pidfile

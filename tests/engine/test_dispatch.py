@@ -10,16 +10,16 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
 
-from engine.hooks.dispatch import Dispatcher, build_input, merge, recover_defaults
-from engine.protocol.stages import NO_RECOVER
+from engine.hooks.dispatch import Dispatcher
 from engine.runtime import Engine
+from tests.support.in_process import run_engine
+from tests.support.workspace import Files, make_ws, write_file
 
 # scripts/test.sh runs these tests a second time with warm starts off.
 pytestmark = pytest.mark.hooks
@@ -56,24 +56,14 @@ PROMPTS = {
 }
 
 
-def write_file(path: Path, text: str, mode: int = 0o644) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    path.chmod(mode)
-    return path
-
-
 def py_hook(ws: Path, name: str, spec: dict[str, Any] | None = None) -> Path:
     text = PY_HOOK.replace("__SPEC__", repr(json.dumps(spec or {})))
     return write_file(ws / "hooks" / name, text, 0o755)
 
 
-def make_ws(tmp_path: Path, prompts: dict[str, str] | None = None) -> Path:
-    ws = tmp_path / "ws"
-    (ws / "hooks").mkdir(parents=True)
-    for stage, text in (PROMPTS if prompts is None else prompts).items():
-        write_file(ws / "prompts" / f"{stage}.md", text)
-    return ws
+def prompt_files(texts: dict[str, str] | None = None) -> Files:
+    """prompts/<stage>.md for each stage of `texts` (PROMPTS by default)."""
+    return {f"prompts/{stage}.md": text for stage, text in (PROMPTS if texts is None else texts).items()}
 
 
 def out_dir(tmp_path: Path) -> Path:
@@ -98,162 +88,22 @@ def stage_calls(out: Path, stage: str) -> list[str]:
     return [line.split(" ")[0] for line in calls(out) if line.split(" ")[1] == stage]
 
 
-@asynccontextmanager
-async def started(ws: Path, out: Path) -> AsyncIterator[Engine]:
-    engine = Engine(ws, env={**os.environ, "EVOLVE_TEST_OUT": str(out)})
-    await engine.start()
-    try:
-        yield engine
-    finally:
-        await engine.close()
-
-
-def with_engine(ws: Path, out: Path, body: Callable[[Engine], Awaitable[T]]) -> T:
-    async def main() -> T:
-        async with started(ws, out) as engine:
-            return await body(engine)
-
-    return asyncio.run(main())
+def run_recorded(ws: Path, out: Path, body: Callable[[Engine], Awaitable[T]]) -> T:
+    """`body(engine)` with an engine whose hooks record what they get in `out`."""
+    result: T = run_engine(ws, body, env={**os.environ, "EVOLVE_TEST_OUT": str(out)})
+    return result
 
 
 # ---------------------------------------------------------------------------------------------
 # merge
 
 
-@pytest.mark.parametrize("key", ["system", "notify", "actions", "modified", "tools", "anything"])
-def test_merge_concatenates_arrays_for_any_key(key: str) -> None:
-    acc: dict[str, Any] = {key: [1, "a"]}
-    assert merge(acc, {key: [{"b": 2}, None]}) == {key: [1, "a", {"b": 2}, None]}
-
-
-@pytest.mark.parametrize("key", ["continue", "prompt", "user", "message", "result", "error", "custom"])
-def test_merge_joins_strings_with_newline_for_any_key(key: str) -> None:
-    assert merge({key: "first"}, {key: "second"}) == {key: "first\nsecond"}
-
-
-def test_merge_joins_empty_strings_too() -> None:
-    assert merge({"user": ""}, {"user": ""}) == {"user": "\n"}
-
-
-@pytest.mark.parametrize(
-    ("old", "new"),
-    [
-        (1, 2),
-        (1.5, 0),
-        (True, False),
-        (False, None),
-        (None, "now a string"),
-        ("a string", None),
-        ("text", ["list"]),
-        (["list"], "text"),
-        ([1], {"x": 1}),
-        ({"x": 1}, {"y": 2}),  # no deep merge
-        ({"x": {"deep": 1}}, {"x": {"other": 2}}),
-        (3, "3"),
-    ],
-)
-def test_merge_replaces_everything_else(old: Any, new: Any) -> None:
-    assert merge({"k": old}, {"k": new}) == {"k": new}
-
-
-def test_merge_takes_new_keys_keeps_others_and_returns_acc() -> None:
-    acc: dict[str, Any] = {"a": 1, "b": [1]}
-    returned = merge(acc, {"c": "x", "b": [2]})
-    assert returned is acc
-    assert acc == {"a": 1, "b": [1, 2], "c": "x"}
-
-
-def test_merge_folds_left_to_right() -> None:
-    acc: dict[str, Any] = {}
-    for part in ({"s": "1", "l": [1]}, {"s": "2", "l": [2]}, {"s": "3", "l": [3]}):
-        merge(acc, part)
-    assert acc == {"s": "1\n2\n3", "l": [1, 2, 3]}
-
-
 # ---------------------------------------------------------------------------------------------
 # build_input
 
 
-def test_build_input_key_order() -> None:
-    payload = build_input(
-        "observe_message",
-        {"preamble": "p"},
-        {"session": {"id": "s"}, "thinking": "t", "calls": [], "answer": "a"},
-        [{"role": "user"}],
-    )
-    assert list(payload) == ["hook", "prompts", "session", "thinking", "calls", "answer", "history"]
-    assert payload["hook"] == "observe_message"
-    assert payload["prompts"] == {"preamble": "p"}
-    assert payload["history"] == [{"role": "user"}]
-
-
-def test_build_input_without_history() -> None:
-    payload = build_input("idle", {}, {"answer": "a"}, None)
-    assert payload == {"hook": "idle", "prompts": {}, "answer": "a"}
-    assert "history" not in payload
-
-
-def test_build_input_empty_history_is_kept() -> None:
-    assert build_input("idle", {}, {}, [])["history"] == []
-
-
-@pytest.mark.parametrize("stage", ["recover", "format_notification"])
-def test_build_input_never_sends_history_for_sessionless_stages(stage: str) -> None:
-    payload = build_input(stage, {"recover": "r"}, {"x": 1}, [{"role": "user"}])
-    assert payload == {"hook": stage, "prompts": {"recover": "r"}, "x": 1}
-
-
-def test_build_input_discover_is_exactly_hook_discover() -> None:
-    assert build_input("discover", {"preamble": "p"}, {"x": 1}, [1]) == {"hook": "discover"}
-
-
 # ---------------------------------------------------------------------------------------------
 # recover_defaults
-
-
-def test_recover_defaults_fill_system_and_user() -> None:
-    merged: dict[str, Any] = {}
-    filled = recover_defaults(merged, {"preamble": "P", "recover": "R", "chat": "C"})
-    assert merged == {"system": ["P", "R"], "user": "R"}
-    assert filled == ["system", "user"]
-
-
-def test_recover_defaults_keep_only_present_parts() -> None:
-    merged: dict[str, Any] = {}
-    recover_defaults(merged, {"recover": "R"})
-    assert merged == {"system": ["R"], "user": "R"}
-    merged = {}
-    recover_defaults(merged, {"preamble": "P"})
-    assert merged == {"system": ["P"]}
-    merged = {}
-    assert recover_defaults(merged, {}) == []
-    assert merged == {}
-
-
-def test_recover_defaults_respect_hook_values() -> None:
-    merged: dict[str, Any] = {"system": ["mine"], "user": "u"}
-    assert recover_defaults(merged, {"preamble": "P", "recover": "R"}) == []
-    assert merged == {"system": ["mine"], "user": "u"}
-
-
-def test_recover_defaults_replace_an_empty_system() -> None:
-    merged: dict[str, Any] = {"system": [""], "user": ""}
-    recover_defaults(merged, {"preamble": "P", "recover": "R"})
-    assert merged == {"system": ["P", "R"], "user": "R"}
-
-
-def test_no_recover_covers_the_observational_stages() -> None:
-    for stage in (
-        "observe_message",
-        "idle",
-        "compacting",
-        "tool_before",
-        "tool_after",
-        "format_notification",
-    ):
-        assert stage in NO_RECOVER
-    assert "mutate_request" not in NO_RECOVER
-    assert "heartbeat" not in NO_RECOVER
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,9 +111,9 @@ def test_no_recover_covers_the_observational_stages() -> None:
 
 
 def test_discover_input_is_exactly_hook_discover(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     py_hook(ws, "a.py")
-    with_engine(ws, out, lambda e: asyncio.sleep(0))
+    run_recorded(ws, out, lambda e: asyncio.sleep(0))
     raw = (out / "a.py.discover.jsonl").read_text(encoding="utf-8")
     # One document, no trailing newline on stdin (the one newline here is the recorder's).
     assert raw.endswith("}\n")
@@ -272,7 +122,7 @@ def test_discover_input_is_exactly_hook_discover(tmp_path: Path) -> None:
 
 
 def test_input_key_order_and_content(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     py_hook(ws, "a.py")
 
     async def body(engine: Engine) -> None:
@@ -281,7 +131,7 @@ def test_input_key_order_and_content(tmp_path: Path) -> None:
             "idle", {"session": {"id": "s1", "agent": "build"}, "answer": "hi"}, session="s1"
         )
 
-    with_engine(ws, out, body)
+    run_recorded(ws, out, body)
     [payload] = inputs(out, "a.py", "idle")
     assert list(payload) == ["hook", "prompts", "session", "answer", "history"]
     assert payload["hook"] == "idle"
@@ -292,15 +142,15 @@ def test_input_key_order_and_content(tmp_path: Path) -> None:
 
 
 def test_prompts_omit_missing_files(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path, {"preamble": "P", "recover": "R"}), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files({"preamble": "P", "recover": "R"})), out_dir(tmp_path)
     py_hook(ws, "a.py")
-    with_engine(ws, out, lambda e: e.stages.dispatch("heartbeat"))
+    run_recorded(ws, out, lambda e: e.stages.dispatch("heartbeat"))
     [payload] = inputs(out, "a.py", "heartbeat")
     assert payload["prompts"] == {"preamble": "P", "recover": "R"}
 
 
 def test_prompts_are_reread_on_every_call(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path, {"chat": "one"}), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files({"chat": "one"})), out_dir(tmp_path)
     py_hook(ws, "a.py")
 
     async def body(engine: Engine) -> None:
@@ -308,12 +158,12 @@ def test_prompts_are_reread_on_every_call(tmp_path: Path) -> None:
         (ws / "prompts" / "chat.md").write_text("two", encoding="utf-8")
         await engine.stages.dispatch("heartbeat")
 
-    with_engine(ws, out, body)
+    run_recorded(ws, out, body)
     assert [p["prompts"] for p in inputs(out, "a.py", "heartbeat")] == [{"chat": "one"}, {"chat": "two"}]
 
 
 def test_history_only_when_a_session_is_bound(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     py_hook(ws, "a.py")
 
     async def body(engine: Engine) -> None:
@@ -325,7 +175,7 @@ def test_history_only_when_a_session_is_bound(tmp_path: Path) -> None:
         dispatcher = Dispatcher(engine.workspace, engine.registry.hooks_for, engine.runner.run)
         await dispatcher.dispatch("idle", {"answer": "history, no session"}, history=[1])
 
-    with_engine(ws, out, body)
+    run_recorded(ws, out, body)
     got = {p["answer"]: p for p in inputs(out, "a.py", "idle")}
     assert "history" not in got["no session"]
     assert got["unknown session"]["history"] == []
@@ -335,21 +185,21 @@ def test_history_only_when_a_session_is_bound(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("stage", ["format_notification", "recover"])
 def test_no_history_for_sessionless_stages_even_with_a_session(tmp_path: Path, stage: str) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     py_hook(ws, "a.py")
 
     async def body(engine: Engine) -> None:
         engine.sessions.set_history("s1", [{"role": "user"}])
         await engine.stages.dispatch(stage, {"notifications": ["n"]}, session="s1")
 
-    with_engine(ws, out, body)
+    run_recorded(ws, out, body)
     [payload] = inputs(out, "a.py", stage)
     assert "history" not in payload
     assert payload["notifications"] == ["n"]
 
 
 def test_history_absent_for_recover_triggered_by_a_session_stage(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     py_hook(ws, "a.py", {"mutate_request": 1})
 
     async def body(engine: Engine) -> None:
@@ -358,7 +208,7 @@ def test_history_absent_for_recover_triggered_by_a_session_stage(tmp_path: Path)
             "mutate_request", {"session": {"id": "s1"}, "system": ["x"]}, session="s1"
         )
 
-    with_engine(ws, out, body)
+    run_recorded(ws, out, body)
     [request] = inputs(out, "a.py", "mutate_request")
     assert request["history"] == [{"role": "user"}]
     [recover] = inputs(out, "a.py", "recover")
@@ -399,11 +249,11 @@ esac
 
 
 def test_two_hooks_merge_in_sorted_order(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     # Written in reverse order: the dispatch order comes from the sorted scan, not creation time.
     write_file(ws / "hooks" / "b.sh", B_SH, 0o755)
     write_file(ws / "hooks" / "a.sh", A_SH, 0o755)
-    result = with_engine(ws, out, lambda e: e.stages.dispatch("heartbeat"))
+    result = run_recorded(ws, out, lambda e: e.stages.dispatch("heartbeat"))
     assert result.hooks == ["a.sh", "b.sh"]
     assert result.failed == []
     assert result.recovered is False
@@ -422,9 +272,9 @@ def test_two_hooks_merge_in_sorted_order(tmp_path: Path) -> None:
 
 
 def test_a_result_key_error_is_not_a_failure(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     py_hook(ws, "a.py", {"mutate_request": [{"error": "just a key"}]})
-    result = with_engine(ws, out, lambda e: e.stages.dispatch("mutate_request", {"session": {"id": "s"}}))
+    result = run_recorded(ws, out, lambda e: e.stages.dispatch("mutate_request", {"session": {"id": "s"}}))
     assert result.failed == []
     assert result.recovered is False
     assert result.merged == {"error": "just a key"}
@@ -442,11 +292,11 @@ fi
 
 
 def test_hooks_run_serially_in_discovery_order(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     names = ["c.sh", "B.sh", "a.sh", "_d.sh"]
     for name in names:
         write_file(ws / "hooks" / name, ORDER_SH.replace("NAME", name), 0o755)
-    result = with_engine(ws, out, lambda e: e.stages.dispatch("heartbeat"))
+    result = run_recorded(ws, out, lambda e: e.stages.dispatch("heartbeat"))
     expected = ["B.sh", "_d.sh", "a.sh", "c.sh"]  # code-unit order: uppercase, "_", lowercase
     assert result.hooks == expected
     lines = (out / "order").read_text(encoding="utf-8").splitlines()
@@ -454,8 +304,8 @@ def test_hooks_run_serially_in_discovery_order(tmp_path: Path) -> None:
 
 
 def test_no_hooks_gives_an_empty_result(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
-    result = with_engine(ws, out, lambda e: e.stages.dispatch("heartbeat"))
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
+    result = run_recorded(ws, out, lambda e: e.stages.dispatch("heartbeat"))
     assert result.hooks == []
     assert result.merged == {}
 
@@ -468,7 +318,7 @@ exit 0
 
 
 def test_files_changed_by_hooks_are_committed_after_the_stage(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     write_file(ws / "hooks" / "w.sh", WRITER_SH, 0o755)
 
     async def body(engine: Engine) -> Any:
@@ -478,7 +328,7 @@ def test_files_changed_by_hooks_are_committed_after_the_stage(tmp_path: Path) ->
         )  # no change: no commit
         return engine.git
 
-    store = with_engine(ws, out, body)  # close() waits for the commit
+    store = run_recorded(ws, out, body)  # close() waits for the commit
     log = store.log()
     assert [str(c["message"]).splitlines()[0] for c in log] == [
         "hooks changed files during heartbeat",
@@ -493,11 +343,11 @@ def test_files_changed_by_hooks_are_committed_after_the_stage(tmp_path: Path) ->
 
 
 def test_recover_runs_on_all_hooks_and_is_merged(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     py_hook(ws, "a.py", {"mutate_request": 3, "recover": [{"system": ["recovered by a"]}]})
     py_hook(ws, "b.py", {"mutate_request": [{"system": ["b normal"]}], "recover": [{"user": "b says"}]})
     py_hook(ws, "c.py", {"mutate_request": [], "recover": [{"system": ["recovered by c"]}]})
-    result = with_engine(
+    result = run_recorded(
         ws,
         out,
         lambda e: e.stages.dispatch("mutate_request", {"session": {"id": "s1"}, "system": []}, session="s1"),
@@ -521,9 +371,9 @@ def test_recover_runs_on_all_hooks_and_is_merged(tmp_path: Path) -> None:
 
 
 def test_recover_defaults_when_hooks_give_nothing(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     py_hook(ws, "a.py", {"mutate_request": 1, "recover": [{"log": "only a log"}]})
-    result = with_engine(ws, out, lambda e: e.stages.dispatch("mutate_request", {"session": {"id": "s"}}))
+    result = run_recorded(ws, out, lambda e: e.stages.dispatch("mutate_request", {"session": {"id": "s"}}))
     assert result.recovered is True
     assert result.merged == {
         "system": [PROMPTS["preamble"], PROMPTS["recover"]],
@@ -532,23 +382,23 @@ def test_recover_defaults_when_hooks_give_nothing(tmp_path: Path) -> None:
 
 
 def test_recover_defaults_with_missing_prompts(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path, {"recover": "only recover"}), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files({"recover": "only recover"})), out_dir(tmp_path)
     py_hook(ws, "a.py", {"heartbeat": 1})
-    result = with_engine(ws, out, lambda e: e.stages.dispatch("heartbeat"))
+    result = run_recorded(ws, out, lambda e: e.stages.dispatch("heartbeat"))
     assert result.merged == {"system": ["only recover"], "user": "only recover"}
 
     ws2 = make_ws(tmp_path / "two", {})
     py_hook(ws2, "a.py", {"heartbeat": 1})
-    result = with_engine(ws2, out, lambda e: e.stages.dispatch("heartbeat"))
+    result = run_recorded(ws2, out, lambda e: e.stages.dispatch("heartbeat"))
     assert result.recovered is True
     assert result.merged == {}
 
 
 def test_recover_runs_once_per_failing_hook(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     py_hook(ws, "a.py", {"heartbeat": 1, "recover": [{"notify": ["ra"]}]})
     py_hook(ws, "b.py", {"heartbeat": 2, "recover": [{"notify": ["rb"]}]})
-    result = with_engine(ws, out, lambda e: e.stages.dispatch("heartbeat"))
+    result = run_recorded(ws, out, lambda e: e.stages.dispatch("heartbeat"))
     assert result.failed == ["a.py", "b.py"]
     assert stage_calls(out, "recover") == ["a.py", "b.py", "a.py", "b.py"]
     assert [p["error"] for p in inputs(out, "a.py", "recover")] == ["exit 1", "exit 2"]
@@ -559,14 +409,14 @@ def test_recover_runs_once_per_failing_hook(tmp_path: Path) -> None:
 
 
 def test_recover_gets_the_failure_reason(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     write_file(
         ws / "hooks" / "a.sh",
         '#!/bin/sh\ncat >/dev/null\n[ "$1" = heartbeat ] && echo "not json"\nexit 0\n',
         0o755,
     )
     py_hook(ws, "b.py")
-    result = with_engine(ws, out, lambda e: e.stages.dispatch("heartbeat"))
+    result = run_recorded(ws, out, lambda e: e.stages.dispatch("heartbeat"))
     assert result.failed == ["a.sh"]
     [payload] = inputs(out, "b.py", "recover")
     assert payload["failed_hook"] == "heartbeat"
@@ -577,10 +427,10 @@ def test_recover_gets_the_failure_reason(tmp_path: Path) -> None:
     "stage", ["observe_message", "idle", "compacting", "tool_before", "tool_after", "format_notification"]
 )
 def test_no_recover_for_observational_stages(tmp_path: Path, stage: str) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     py_hook(ws, "a.py", {stage: 1})
     py_hook(ws, "b.py", {stage: [{"message": "b"}]})
-    result = with_engine(ws, out, lambda e: e.stages.dispatch(stage, {"session": {"id": "s"}}, session="s"))
+    result = run_recorded(ws, out, lambda e: e.stages.dispatch(stage, {"session": {"id": "s"}}, session="s"))
     assert result.failed == ["a.py"]
     assert result.recovered is False
     assert result.merged == {"message": "b"}
@@ -589,10 +439,10 @@ def test_no_recover_for_observational_stages(tmp_path: Path, stage: str) -> None
 
 
 def test_failure_inside_recover_is_swallowed(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     py_hook(ws, "a.py", {"mutate_request": 1, "recover": 5})
     py_hook(ws, "b.py", {"mutate_request": [{"system": ["b"]}], "recover": [{"user": "from b"}]})
-    result = with_engine(ws, out, lambda e: e.stages.dispatch("mutate_request", {"session": {"id": "s"}}))
+    result = run_recorded(ws, out, lambda e: e.stages.dispatch("mutate_request", {"session": {"id": "s"}}))
     assert result.recovered is True
     # Only the stage's own failure counts; no recover of the recover.
     assert result.failed == ["a.py"]
@@ -601,9 +451,9 @@ def test_failure_inside_recover_is_swallowed(tmp_path: Path) -> None:
 
 
 def test_recover_that_fails_everywhere_still_gets_defaults(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     py_hook(ws, "a.py", {"heartbeat": 1, "recover": 1})
-    result = with_engine(ws, out, lambda e: e.stages.dispatch("heartbeat"))
+    result = run_recorded(ws, out, lambda e: e.stages.dispatch("heartbeat"))
     assert result.recovered is True
     assert result.merged == {
         "system": [PROMPTS["preamble"], PROMPTS["recover"]],
@@ -641,7 +491,7 @@ def count(out: Path) -> int:
 
 
 def test_request_system_freezes_a_non_empty_system(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     # Each call would answer differently: the second answer must come from the freeze.
     counting_hook(ws, 'print(json.dumps({"system": ["call %d" % n, "second part"]}))')
 
@@ -652,7 +502,7 @@ def test_request_system_freezes_a_non_empty_system(tmp_path: Path) -> None:
         other = await engine.bridge.request_system("s2", ["opencode system"])
         return [first, second, frozen, other]
 
-    first, second, frozen, other = with_engine(ws, out, body)
+    first, second, frozen, other = run_recorded(ws, out, body)
     assert first == ["call 1", "second part"]
     assert second == first
     assert frozen == first
@@ -676,7 +526,7 @@ def test_request_system_freezes_a_non_empty_system(tmp_path: Path) -> None:
     ids=["nothing", "empty-list", "no-system-key", "null"],
 )
 def test_request_system_abstain_is_not_frozen(tmp_path: Path, mode: str) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     counting_hook(ws, mode)
 
     async def body(engine: Engine) -> list[Any]:
@@ -684,7 +534,7 @@ def test_request_system_abstain_is_not_frozen(tmp_path: Path, mode: str) -> None
         second = await engine.bridge.request_system("s1", ["opencode title prompt"])
         return [first, second, engine.sessions.frozen("s1")]
 
-    first, second, frozen = with_engine(ws, out, body)
+    first, second, frozen = run_recorded(ws, out, body)
     assert first is None
     assert second is None
     assert frozen is None
@@ -692,18 +542,18 @@ def test_request_system_abstain_is_not_frozen(tmp_path: Path, mode: str) -> None
 
 
 def test_request_system_abstain_then_answer_freezes(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     counting_hook(ws, 'print(json.dumps({"system": ["now"]}) if n >= 2 else "")')
 
     async def body(engine: Engine) -> list[Any]:
         return [await engine.bridge.request_system("s1", ["x"]) for _ in range(4)]
 
-    assert with_engine(ws, out, body) == [None, ["now"], ["now"], ["now"]]
+    assert run_recorded(ws, out, body) == [None, ["now"], ["now"], ["now"]]
     assert count(out) == 2
 
 
 def test_request_system_freezes_the_recovery(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     py_hook(ws, "a.py", {"mutate_request": 1})
 
     async def body(engine: Engine) -> list[Any]:
@@ -711,7 +561,7 @@ def test_request_system_freezes_the_recovery(tmp_path: Path) -> None:
         second = await engine.bridge.request_system("s1", ["opencode"])
         return [first, second]
 
-    first, second = with_engine(ws, out, body)
+    first, second = run_recorded(ws, out, body)
     assert first == [PROMPTS["preamble"], PROMPTS["recover"]]
     assert second == first
     assert stage_calls(out, "mutate_request") == ["a.py"]
@@ -719,7 +569,7 @@ def test_request_system_freezes_the_recovery(tmp_path: Path) -> None:
 
 
 def test_request_system_publishes_session_frozen(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     counting_hook(ws, 'print(json.dumps({"system": ["S"]}))')
 
     async def body(engine: Engine) -> list[Any]:
@@ -735,7 +585,7 @@ def test_request_system_publishes_session_frozen(tmp_path: Path) -> None:
             if e.kind == "session" and e.data["change"] == "frozen"
         ]
 
-    assert with_engine(ws, out, body) == [("s1", ["S"])]
+    assert run_recorded(ws, out, body) == [("s1", ["S"])]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -743,7 +593,7 @@ def test_request_system_publishes_session_frozen(tmp_path: Path) -> None:
 
 
 def test_dispatch_and_runs_are_journaled(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     py_hook(ws, "a.py", {"mutate_request": 4})
     py_hook(ws, "b.py", {"mutate_request": [{"system": ["b"]}], "recover": [{"user": "u"}]})
 
@@ -753,7 +603,7 @@ def test_dispatch_and_runs_are_journaled(tmp_path: Path) -> None:
         engine.journal.flush()
         return result, engine.journal.dispatch(result.id), engine.journal.runs(dispatch_id=result.id)
 
-    result, stored, runs = with_engine(ws, out, body)
+    result, stored, runs = run_recorded(ws, out, body)
     assert stored is not None
     assert stored.stage == "mutate_request"
     assert stored.session == "s1"
@@ -782,7 +632,7 @@ def test_dispatch_and_runs_are_journaled(tmp_path: Path) -> None:
 
 
 def test_dispatch_publishes_events(tmp_path: Path) -> None:
-    ws, out = make_ws(tmp_path), out_dir(tmp_path)
+    ws, out = make_ws(tmp_path, prompt_files()), out_dir(tmp_path)
     py_hook(ws, "a.py", {"heartbeat": [{"user": "a"}]})
     py_hook(ws, "b.py", {"heartbeat": [{"user": "b"}]})
 
@@ -794,7 +644,7 @@ def test_dispatch_publishes_events(tmp_path: Path) -> None:
             events.append(event)
         return result, events
 
-    result, events = with_engine(ws, out, body)
+    result, events = run_recorded(ws, out, body)
     relevant = [e for e in events if e.kind in ("hook_run_started", "hook_run", "stage")]
     assert [(e.kind, e.data.get("hook")) for e in relevant] == [
         ("hook_run_started", "a.py"),

@@ -8,22 +8,17 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from engine.changes.gitstore import GitStore, parse_trailers, trailers_text
+from engine.changes.gitstore import GitStore, parse_trailers
 from engine.changes.headref import head_from_files
 from engine.runtime import Engine
-
-
-def write_file(path: Path, text: str, mode: int = 0o644) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    path.chmod(mode)
-    return path
+from tests.support.in_process import run_engine
+from tests.support.workspace import make_ws, write_file
 
 
 def git(root: Path, *args: str) -> str:
@@ -35,12 +30,11 @@ def subjects(store: GitStore) -> list[str]:
     return [str(c["message"]).splitlines()[0] for c in store.log()]
 
 
-def make_ws(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    write_file(ws / "prompts" / "chat.md", "chat\n")
-    write_file(ws / "hooks" / "h.sh", "#!/bin/sh\ncat >/dev/null\n", 0o755)
-    write_file(ws / "state" / "evolve.json", "{}\n")
-    return ws
+FILES = {
+    "prompts/chat.md": "chat\n",
+    "hooks/h.sh": "#!/bin/sh\ncat >/dev/null\n",
+    "state/evolve.json": "{}\n",
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -48,7 +42,7 @@ def make_ws(tmp_path: Path) -> Path:
 
 
 def test_ensure_creates_repo_with_initial_commit(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     store = GitStore(ws)
     assert not store.exists()
     commit = store.ensure()
@@ -76,7 +70,7 @@ def test_ensure_on_an_empty_directory_makes_an_empty_initial_commit(tmp_path: Pa
 
 
 def test_state_is_excluded_and_never_committed(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     store = GitStore(ws)
     store.ensure()
     exclude = (ws / ".git" / "info" / "exclude").read_text(encoding="utf-8")
@@ -96,7 +90,7 @@ def test_state_is_excluded_and_never_committed(tmp_path: Path) -> None:
 
 
 def test_ensure_is_idempotent(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     GitStore(ws).ensure()
     again = GitStore(ws)
     assert again.ensure() is None
@@ -106,7 +100,7 @@ def test_ensure_is_idempotent(tmp_path: Path) -> None:
 
 
 def test_ensure_on_an_existing_repo_adds_excludes_without_committing(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     git(ws, "init", "-q", "-b", "trunk")
     exclude = ws / ".git" / "info" / "exclude"
     exclude.write_text("*.tmp", encoding="utf-8")  # no trailing newline
@@ -124,7 +118,7 @@ def test_ensure_on_an_existing_repo_adds_excludes_without_committing(tmp_path: P
 
 
 def test_commit_returns_none_when_nothing_changed(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     store = GitStore(ws)
     store.ensure()
     head = store.head()
@@ -139,7 +133,7 @@ def test_commit_returns_none_when_nothing_changed(tmp_path: Path) -> None:
 
 
 def test_commit_only_given_paths(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     store = GitStore(ws)
     store.ensure()
     write_file(ws / "prompts" / "chat.md", "changed\n")
@@ -151,7 +145,7 @@ def test_commit_only_given_paths(tmp_path: Path) -> None:
 
 
 def test_deleted_file_is_committed(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     store = GitStore(ws)
     store.ensure()
     (ws / "prompts" / "chat.md").unlink()
@@ -162,7 +156,7 @@ def test_deleted_file_is_committed(tmp_path: Path) -> None:
 
 
 def test_file_versions_before_and_after_a_commit(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     store = GitStore(ws)
     initial = store.ensure()
     assert initial is not None
@@ -191,7 +185,7 @@ def test_file_versions_before_and_after_a_commit(tmp_path: Path) -> None:
 
 
 def test_trailers_round_trip(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     store = GitStore(ws)
     store.ensure()
     write_file(ws / "prompts" / "chat.md", "x\n")
@@ -224,21 +218,8 @@ def test_trailers_round_trip(tmp_path: Path) -> None:
     assert "Evolve-Call: call 7 with a newline" in parsed
 
 
-def test_trailers_text_and_parse() -> None:
-    assert (
-        trailers_text({"A": "1", "B": None, "C": "", "D": " two\twords "})
-        == "Evolve-A: 1\nEvolve-D: two words"
-    )
-    assert trailers_text({}) == ""
-    message = (
-        "subject\n\nbody line\nNot-Evolve: x\nEvolve-Key: value: with colon\nEvolve-Nospace:x\nEvolve-Tool: t"
-    )
-    assert parse_trailers(message) == {"key": "value: with colon", "tool": "t"}
-    assert parse_trailers("") == {}
-
-
 def test_log_is_newest_first_and_limited(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     store = GitStore(ws)
     store.ensure()
     for i in range(3):
@@ -259,7 +240,7 @@ def test_log_of_a_directory_without_commits(tmp_path: Path) -> None:
 
 
 def test_multiline_message_body(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     store = GitStore(ws)
     store.ensure()
     write_file(ws / "a.md", "a")
@@ -287,7 +268,7 @@ def isolate_git_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
 
 def test_identity_falls_back_to_evolve(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     isolate_git_config(monkeypatch, tmp_path)
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     store = GitStore(ws)
     store.ensure()
     write_file(ws / "a.md", "a")
@@ -307,7 +288,7 @@ def test_identity_fallback_follows_git_config_global(tmp_path: Path, monkeypatch
     (home / ".gitconfig").write_text(
         "[user]\n\tname = Home User\n\temail = home@example.org\n", encoding="utf-8"
     )
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     commit = GitStore(ws).ensure()  # git ignores ~/.gitconfig here: GIT_CONFIG_GLOBAL=/dev/null
     assert commit is not None
     assert git(ws, "log", "-1", "--format=%an <%ae>").strip() == "evolve <evolve@localhost>"
@@ -315,7 +296,7 @@ def test_identity_fallback_follows_git_config_global(tmp_path: Path, monkeypatch
 
 def test_repository_identity_is_used_when_configured(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     isolate_git_config(monkeypatch, tmp_path)
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     git(ws, "init", "-q")
     git(ws, "config", "user.name", "Ada Operator")
     git(ws, "config", "user.email", "ada@example.org")
@@ -329,7 +310,7 @@ def test_partial_identity_fills_only_the_missing_part(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     isolate_git_config(monkeypatch, tmp_path)
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     git(ws, "init", "-q")
     git(ws, "config", "user.name", "Only Name")
     store = GitStore(ws)
@@ -398,7 +379,7 @@ def _write_keeping_mtime(path: Path) -> None:
 
 def untouched_workspace(tmp_path: Path) -> tuple[GitStore, float]:
     """A committed workspace and a moment after which nothing in it has changed."""
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     write_file(ws / "dir" / "sub" / "deep.txt", "deep\n")
     store = GitStore(ws)
     store.ensure()
@@ -496,29 +477,17 @@ def test_a_head_naming_an_odd_ref_is_left_to_git(tmp_path: Path) -> None:
 # External changes through the Engine
 
 
-def with_engine(ws: Path, body: Callable[[Engine], Awaitable[Any]], watch: bool = False) -> Any:
-    async def main() -> Any:
-        engine = Engine(ws)
-        await engine.start(watch=watch)
-        try:
-            return await body(engine)
-        finally:
-            await engine.close()
-
-    return asyncio.run(main())
-
-
 def test_engine_start_makes_initial_commit_once(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
-    with_engine(ws, lambda e: asyncio.sleep(0))
-    with_engine(ws, lambda e: asyncio.sleep(0))
+    ws = make_ws(tmp_path, FILES)
+    run_engine(ws, lambda e: asyncio.sleep(0))
+    run_engine(ws, lambda e: asyncio.sleep(0))
     assert subjects(GitStore(ws)) == ["initial"]
     assert "state/" not in git(ws, "ls-files")
 
 
 def test_external_edit_before_start_is_committed_separately(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
-    with_engine(ws, lambda e: asyncio.sleep(0))
+    ws = make_ws(tmp_path, FILES)
+    run_engine(ws, lambda e: asyncio.sleep(0))
     write_file(ws / "prompts" / "chat.md", "edited by a person\n")
     write_file(ws / "hooks" / "new.sh", "#!/bin/sh\ncat >/dev/null\n", 0o755)
     write_file(ws / "state" / "evolve.json", '{"x": 1}\n')
@@ -526,7 +495,7 @@ def test_external_edit_before_start_is_committed_separately(tmp_path: Path) -> N
     async def body(engine: Engine) -> Any:
         return [h.name for h in engine.registry.hooks]
 
-    hooks = with_engine(ws, body)
+    hooks = run_engine(ws, body)
     assert hooks == ["h.sh", "new.sh"]
     store = GitStore(ws)
     [external, initial] = store.log()
@@ -539,16 +508,16 @@ def test_external_edit_before_start_is_committed_separately(tmp_path: Path) -> N
     assert sorted(external["files"]) == ["hooks/new.sh", "prompts/chat.md"]
     # Nothing left over, and a restart without changes commits nothing.
     assert store.dirty_files() == []
-    with_engine(ws, lambda e: asyncio.sleep(0))
+    run_engine(ws, lambda e: asyncio.sleep(0))
     assert len(store.log()) == 2
 
 
 def test_external_change_message_shortens_long_lists(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
-    with_engine(ws, lambda e: asyncio.sleep(0))
+    ws = make_ws(tmp_path, FILES)
+    run_engine(ws, lambda e: asyncio.sleep(0))
     for i in range(8):
         write_file(ws / "notes" / f"n{i}.md", str(i))
-    with_engine(ws, lambda e: asyncio.sleep(0))
+    run_engine(ws, lambda e: asyncio.sleep(0))
     subject = subjects(GitStore(ws))[0]
     assert subject.startswith("external change: notes/n")
     assert subject.endswith(" and 3 more")
@@ -556,8 +525,8 @@ def test_external_change_message_shortens_long_lists(tmp_path: Path) -> None:
 
 
 def test_new_workspace_commits_initial_then_nothing_external(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
-    with_engine(ws, lambda e: asyncio.sleep(0))
+    ws = make_ws(tmp_path, FILES)
+    run_engine(ws, lambda e: asyncio.sleep(0))
     store = GitStore(ws)
     assert subjects(store) == ["initial"]
     assert sorted(store.log()[0]["files"]) == ["hooks/h.sh", "prompts/chat.md"]
@@ -592,7 +561,7 @@ DISCOVER_TOOL = (
 
 
 def test_watcher_commits_external_edits_and_rediscovers(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     write_file(ws / "hooks" / "h.sh", DISCOVER_TOOL.replace("TOOL", "first"), 0o755)
     store = GitStore(ws)
 
@@ -613,7 +582,7 @@ def test_watcher_commits_external_edits_and_rediscovers(tmp_path: Path) -> None:
         hook_ok = await poll(lambda: "hooks/h.sh" in store.log(1)[0]["files"])
         return prompt_ok, tools_ok, hook_ok, set(engine.registry.hook_tools())
 
-    prompt_ok, tools_ok, hook_ok, tools = with_engine(ws, body, watch=True)
+    prompt_ok, tools_ok, hook_ok, tools = run_engine(ws, body, watch=True)
     assert prompt_ok, subjects(store)
     assert tools_ok, tools
     assert hook_ok, subjects(store)
@@ -625,7 +594,7 @@ def test_watcher_commits_external_edits_and_rediscovers(tmp_path: Path) -> None:
 
 
 def test_watcher_ignores_state_changes(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     store = GitStore(ws)
 
     async def body(engine: Engine) -> Any:
@@ -634,7 +603,7 @@ def test_watcher_ignores_state_changes(tmp_path: Path) -> None:
         write_file(ws / "marker.md", "marker")  # a real change, to know the watcher has caught up
         return await poll(lambda: "marker.md" in store.log(1)[0]["files"])
 
-    assert with_engine(ws, body, watch=True)
+    assert run_engine(ws, body, watch=True)
     assert subjects(store)[0] == "external change: marker.md"
     assert all("state/" not in f for e in store.log() for f in e["files"])
 
@@ -653,7 +622,7 @@ os.unlink(sys.argv[1])
 
 
 def test_a_stale_index_lock_is_removed_and_the_commit_made(tmp_path: Path) -> None:
-    store = GitStore(make_ws(tmp_path))
+    store = GitStore(make_ws(tmp_path, FILES))
     store.ensure()
     (tmp_path / "ws" / ".git" / "index.lock").write_text("")  # left by a git killed mid-commit
     write_file(tmp_path / "ws" / "prompts" / "chat.md", "changed\n")
@@ -666,7 +635,7 @@ def test_a_stale_index_lock_is_removed_and_the_commit_made(tmp_path: Path) -> No
 
 
 def test_a_lock_a_live_process_holds_is_left_alone(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = make_ws(tmp_path, FILES)
     store = GitStore(ws)
     store.ensure()
     lock = ws / ".git" / "index.lock"

@@ -28,7 +28,9 @@ from engine.protocol.stages import HookProtocol
 from engine.runtime import Engine
 from tests.support.engine_process import EngineProcess
 from tests.support.environment import REPO, isolated_env, without_settings
+from tests.support.in_process import run_engine
 from tests.support.waiting import wait_for
+from tests.support.workspace import make_ws, write_file
 
 T = TypeVar("T")
 FIXTURES = REPO / "tests" / "fixtures"
@@ -36,22 +38,22 @@ FIXTURES = REPO / "tests" / "fixtures"
 PY = f"#!{sys.executable}\n"
 
 
+def fixture_hook(fixture: str) -> str:
+    """A fixture hook's text with this interpreter on its #! line."""
+    return PY + (FIXTURES / fixture).read_text(encoding="utf-8").split("\n", 1)[1]
+
+
 def install(ws: Path, fixture: str, name: str) -> None:
     """A fixture hook in hooks/<name>, with this interpreter on its #! line."""
-    text = (FIXTURES / fixture).read_text(encoding="utf-8").split("\n", 1)[1]
-    path = ws / "hooks" / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(PY + text, encoding="utf-8")
-    path.chmod(0o755)
+    write_file(ws / "hooks" / name, fixture_hook(fixture), 0o755)
 
 
-def make_ws(tmp_path: Path, plan: dict[str, Any] | None = None, *, legacy: bool = True) -> Path:
-    ws = tmp_path / "ws"
-    (ws / "prompts").mkdir(parents=True)
-    (ws / "prompts" / "compaction.md").write_text("Summarise the notes.", encoding="utf-8")
-    install(ws, "hcp_probe.py", "probe.py")
+def probe_ws(tmp_path: Path, plan: dict[str, Any] | None = None, *, legacy: bool = True) -> Path:
+    """hooks/probe.py (and hooks/strict.py when `legacy`) with the compaction prompt; `plan` as planned."""
+    files = {"prompts/compaction.md": "Summarise the notes.", "hooks/probe.py": fixture_hook("hcp_probe.py")}
     if legacy:
-        install(ws, "legacy_strict.py", "strict.py")
+        files["hooks/strict.py"] = fixture_hook("legacy_strict.py")
+    ws = make_ws(tmp_path, files)
     if plan is not None:
         set_plan(ws, plan)
     return ws
@@ -76,15 +78,9 @@ def strict_log(ws: Path) -> list[str]:
 
 
 def run(ws: Path, body: Callable[[Engine], Awaitable[T]], env: dict[str, str] | None = None) -> T:
-    async def main() -> T:
-        engine = Engine(ws, env={**without_settings(), **(env or {})})
-        await engine.start()
-        try:
-            return await body(engine)
-        finally:
-            await engine.close()
-
-    return asyncio.run(main())
+    """`body(engine)` with none of the developer's settings in the engine's environment."""
+    result: T = run_engine(ws, body, env={**without_settings(), **(env or {})})
+    return result
 
 
 async def settled(engine: Engine) -> None:
@@ -117,7 +113,7 @@ EVERY_STAGE = [
 def test_each_hook_is_treated_as_its_protocol_and_an_hcp_hook_is_discovered_with_the_base_payload(
     tmp_path: Path,
 ) -> None:
-    ws = make_ws(tmp_path, {"stages": ["mutate_request", "before_tool"]})
+    ws = probe_ws(tmp_path, {"stages": ["mutate_request", "before_tool"]})
 
     async def body(engine: Engine) -> Any:
         return {r.file.name: r for r in engine.registry.registrations.values()}
@@ -138,7 +134,7 @@ def test_each_hook_is_treated_as_its_protocol_and_an_hcp_hook_is_discovered_with
 
 
 def test_a_known_hcp_hook_is_discovered_once_and_the_config_decides_first(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path, {"stages": ["mutate_request"]})  # shared names only: opencode-evolve
+    ws = probe_ws(tmp_path, {"stages": ["mutate_request"]})  # shared names only: opencode-evolve
     (ws / "config").mkdir()
     (ws / "config" / "evolve.jsonc").write_text('{"hook_protocols": {"probe.py": "hcp"}}', encoding="utf-8")
 
@@ -155,7 +151,7 @@ def test_a_known_hcp_hook_is_discovered_once_and_the_config_decides_first(tmp_pa
 
 
 def test_a_hook_may_say_its_protocol_and_shared_names_alone_keep_opencode_evolve(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path, {"stages": ["mutate_request", "execute_tool"]}, legacy=False)
+    ws = probe_ws(tmp_path, {"stages": ["mutate_request", "execute_tool"]}, legacy=False)
     regs = run(ws, lambda e: asyncio.sleep(0, dict(e.registry.registrations)))
     assert regs["probe.py"].protocol is HookProtocol.OPENCODE_EVOLVE
     assert "names both protocols share" in regs["probe.py"].protocol_reason
@@ -169,7 +165,7 @@ def test_a_hook_may_say_its_protocol_and_shared_names_alone_keep_opencode_evolve
 def test_an_opencode_evolve_hook_never_gets_an_hcp_stage_and_no_run_fails(tmp_path: Path) -> None:
     """Every hcp stage the engine fires, next to an opencode-evolve hook that fails on any name its
     protocol does not have: it gets only its own names, and the journal has no failed run."""
-    ws = make_ws(tmp_path, {"stages": EVERY_STAGE})
+    ws = probe_ws(tmp_path, {"stages": EVERY_STAGE})
 
     async def body(engine: Engine) -> list[str]:
         bridge, tools = engine.bridge, engine.tool_stages
@@ -208,7 +204,7 @@ def test_an_opencode_evolve_hook_never_gets_an_hcp_stage_and_no_run_fails(tmp_pa
 
 
 def test_every_hcp_payload_has_the_base_payload(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path, {"stages": EVERY_STAGE}, legacy=False)
+    ws = probe_ws(tmp_path, {"stages": EVERY_STAGE}, legacy=False)
 
     async def body(engine: Engine) -> None:
         engine.sessions.set_history("ses_1", [{"role": "user", "agent": "build", "parts": []}])
@@ -238,7 +234,7 @@ def test_every_hcp_payload_has_the_base_payload(tmp_path: Path) -> None:
 
 
 def test_host_stages_leave_out_on_permission_under_opencode_run(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path, {"stages": ["mutate_request"], "discover": [{"answer": {"protocol": "hcp"}}]})
+    ws = probe_ws(tmp_path, {"stages": ["mutate_request"], "discover": [{"answer": {"protocol": "hcp"}}]})
 
     async def body(engine: Engine) -> None:
         conn = engine.connections.connect("http://127.0.0.1:9", str(tmp_path), None, "in-process", "t", "run")
@@ -282,7 +278,7 @@ HCP_MUTATE = {"stages": ["mutate_request", "before_tool"]}
 
 
 def test_mutate_request_payload_and_append_by_default(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path, legacy=False)
+    ws = probe_ws(tmp_path, legacy=False)
     answer, (payload,) = system_of(
         ws, {**HCP_MUTATE, "mutate_request": [{"answer": {"system": ["APPENDED"]}}]}
     )
@@ -295,13 +291,13 @@ def test_mutate_request_payload_and_append_by_default(tmp_path: Path) -> None:
 
 
 def test_mutate_request_replace_mode_and_an_opencode_evolve_hook_replaces(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path, legacy=False)
+    ws = probe_ws(tmp_path, legacy=False)
     plan = {**HCP_MUTATE, "mutate_request": [{"answer": {"system": ["MINE"], "system_mode": "replace"}}]}
     answer, _ = system_of(ws, plan)
     assert answer.system == ["MINE"]
     # An opencode-evolve hook replaces opencode's prompt, an hcp hook appends after it.
     shutil.rmtree(tmp_path / "ws")
-    ws = make_ws(tmp_path, legacy=False)
+    ws = probe_ws(tmp_path, legacy=False)
     answer, _ = system_of(
         ws, {**HCP_MUTATE, "mutate_request": [{"answer": {"system": "APPENDED"}}]}, legacy=True
     )
@@ -309,7 +305,7 @@ def test_mutate_request_replace_mode_and_an_opencode_evolve_hook_replaces(tmp_pa
 
 
 def test_mutate_request_cancel_skips_the_request_and_freezes_nothing(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path, legacy=False)
+    ws = probe_ws(tmp_path, legacy=False)
     plan = {
         **HCP_MUTATE,
         "mutate_request": [
@@ -336,7 +332,7 @@ def test_mutate_request_cancel_skips_the_request_and_freezes_nothing(tmp_path: P
 
 
 def test_before_tool_deny_args_result_and_after_tool_result(tmp_path: Path) -> None:
-    ws = make_ws(
+    ws = probe_ws(
         tmp_path,
         {
             "stages": ["before_tool", "after_tool", "execute_tool"],
@@ -399,7 +395,7 @@ def test_before_tool_deny_args_result_and_after_tool_result(tmp_path: Path) -> N
 
 
 def test_a_tool_call_is_recorded_when_it_starts_and_ends_with_its_permission(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path, {"stages": ["mutate_request"]}, legacy=False)  # nothing handles tool stages
+    ws = probe_ws(tmp_path, {"stages": ["mutate_request"]}, legacy=False)  # nothing handles tool stages
 
     async def body(engine: Engine) -> tuple[list[Event], Any]:
         events: list[Event] = []
@@ -478,7 +474,7 @@ def test_a_tool_call_is_recorded_when_it_starts_and_ends_with_its_permission(tmp
 
 
 def test_before_stop_payload_continue_and_on_error(tmp_path: Path) -> None:
-    ws = make_ws(
+    ws = probe_ws(
         tmp_path,
         {
             "stages": ["before_stop", "on_error"],
@@ -531,7 +527,7 @@ def test_before_stop_payload_continue_and_on_error(tmp_path: Path) -> None:
 
 
 def test_after_turn_payload_and_a_stop_cancels_the_loop_that_goes_on(tmp_path: Path) -> None:
-    ws = make_ws(
+    ws = probe_ws(
         tmp_path,
         {
             "stages": ["after_turn"],
@@ -566,7 +562,7 @@ def test_after_turn_payload_and_a_stop_cancels_the_loop_that_goes_on(tmp_path: P
 
 
 def test_before_turn_gives_this_turns_system_or_a_skip_and_not_for_compaction(tmp_path: Path) -> None:
-    ws = make_ws(
+    ws = probe_ws(
         tmp_path,
         {
             "stages": ["before_turn"],
@@ -602,7 +598,7 @@ def test_before_turn_gives_this_turns_system_or_a_skip_and_not_for_compaction(tm
 
 
 def test_format_notification_delivers_each_hcp_message_on_its_own_and_honours_to(tmp_path: Path) -> None:
-    ws = make_ws(
+    ws = probe_ws(
         tmp_path,
         {
             "stages": ["format_notification", "before_tool"],
@@ -644,7 +640,7 @@ def test_format_notification_delivers_each_hcp_message_on_its_own_and_honours_to
 
 
 def test_compacting_gets_the_current_instructions(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path, {"stages": ["compacting", "before_tool"]})
+    ws = probe_ws(tmp_path, {"stages": ["compacting", "before_tool"]})
     prompt = run(ws, lambda e: e.bridge.compacting("ses_1"))
     assert prompt == "Summarise the notes."
     (payload,) = probe_log(ws, "compacting")
@@ -652,7 +648,7 @@ def test_compacting_gets_the_current_instructions(tmp_path: Path) -> None:
 
 
 def test_heartbeat_tools_persist_the_agents_choice_and_the_config_disable_wins(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path, {"stages": ["heartbeat", "before_tool"]})
+    ws = probe_ws(tmp_path, {"stages": ["heartbeat", "before_tool"]})
 
     async def body(engine: Engine) -> Any:
         names = {s.name for s in engine.tools.specs()}
@@ -701,7 +697,7 @@ def test_the_heartbeat_tools_are_offered_only_to_workspaces_with_an_hcp_hook(tmp
 
 
 def test_declared_stages_are_checked_in_the_journal_the_event_stream_and_doctor(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path, {"stages": ["before_tool", "idle", "tool_after", "bogus"]}, legacy=False)
+    ws = probe_ws(tmp_path, {"stages": ["before_tool", "idle", "tool_after", "bogus"]}, legacy=False)
 
     async def body(engine: Engine) -> Any:
         events: list[Event] = []
@@ -734,7 +730,7 @@ def test_declared_stages_are_checked_in_the_journal_the_event_stream_and_doctor(
 
 
 def test_the_shim_routes_say_what_is_handled_and_accept_observational_work_at_once(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path, {"stages": ["mutate_request"]}, legacy=True)  # nothing handles tool stages
+    ws = probe_ws(tmp_path, {"stages": ["mutate_request"]}, legacy=True)  # nothing handles tool stages
     engine = EngineProcess(ws, isolated_env(tmp_path / "home"), tmp_path / "engine.log", cwd=REPO).start()
     try:
         with engine.client() as http:

@@ -153,14 +153,15 @@ def test_an_ambiguous_choice_is_shown_with_its_settling_line_and_the_config_sett
 
 
 def test_a_test_named_relative_to_the_workspace_root_validates_an_edit(tmp_path: Path) -> None:
-    """hcp names a hook's test as a command relative to `cwd` (the workspace root); opencode-evolve as
-    a file in tests/. One that is not in tests/ is found beside the root."""
+    """hcp names a hook's test as a command relative to `cwd` (the workspace root), opencode-evolve as
+    a file in tests/: `tests/guard_check.sh` is that file either way. A test outside tests/ is refused
+    (docs/hooks.md), by validation and by `evolve doctor` alike."""
     ws = tmp_path / "ws"
     hook = ws / "hooks" / "guard.sh"
     hook.parent.mkdir(parents=True)
-    hook.write_text('#!/bin/sh\n[ "$1" = discover ] && echo \'{"test": "checks/guard_check.sh"}\'\nexit 0\n')
+    hook.write_text('#!/bin/sh\n[ "$1" = discover ] && echo \'{"test": "tests/guard_check.sh"}\'\nexit 0\n')
     hook.chmod(0o755)
-    check = ws / "checks" / "guard_check.sh"
+    check = ws / "tests" / "guard_check.sh"
     check.parent.mkdir()
     check.write_text('#!/bin/sh\nif grep -q BAD hooks/guard.sh; then echo "FAIL: BAD"; exit 1; fi\necho ok\n')
     check.chmod(0o755)
@@ -177,6 +178,17 @@ def test_a_test_named_relative_to_the_workspace_root_validates_an_edit(tmp_path:
     assert good == "validation passed"
     report = asyncio.run(diagnose(ws, without_settings()))
     assert [f for f in report.findings if f.where == "hooks/guard.sh" and f.level == "error"] == []
+
+    outside = ws / "checks" / "guard_check.sh"
+    outside.parent.mkdir()
+    outside.write_text(check.read_text())
+    outside.chmod(0o755)
+    hook.write_text(hook.read_text().replace("tests/guard_check.sh", "checks/guard_check.sh"))
+    refused, _ = run(ws, body)
+    assert refused.startswith("validation failed:") and "leads out of tests/" in refused, refused
+    report = asyncio.run(diagnose(ws, without_settings()))
+    errors = [f.message for f in report.findings if f.where == "hooks/guard.sh" and f.level == "error"]
+    assert len(errors) == 1 and "leads out of tests/" in errors[0], errors
 
 
 @pytest.fixture(autouse=True)

@@ -15,6 +15,7 @@ from tests.support.engine_process import EngineProcess
 from tests.support.environment import REPO, isolated_env
 from tests.support.processes import pid_alive
 from tests.support.waiting import wait_for
+from tests.support.workspace import write_file
 
 PY = f"#!{sys.executable}\nimport sys\nsys.stdin.read()\n"
 
@@ -38,19 +39,13 @@ PRINTS: dict[str, str] = {
 }
 
 
-def write(path: Path, text: str, mode: int = 0o755) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    path.chmod(mode)
-
-
 @pytest.fixture
 def workspace(tmp_path: Path) -> Path:
     ws = tmp_path / "ws"
     for name, expression in PRINTS.items():
-        write(ws / "hooks" / name, PY + f"print({expression})\n")
-    write(ws / "hooks" / "binary.sh", "#!/bin/sh\ncat >/dev/null\nprintf '\\377\\376\\000{\\n'\n")
-    write(ws / "prompts" / "preamble.md", "P", 0o644)
+        write_file(ws / "hooks" / name, PY + f"print({expression})\n", 0o755)
+    write_file(ws / "hooks" / "binary.sh", "#!/bin/sh\ncat >/dev/null\nprintf '\\377\\376\\000{\\n'\n", 0o755)
+    write_file(ws / "prompts" / "preamble.md", "P", 0o644)
     return ws
 
 
@@ -104,7 +99,7 @@ def test_a_setsid_child_of_a_warm_started_python_hook_dies_with_it(tmp_path: Pat
     what it starts in a session of its own is found and killed at the timeout."""
     ws = tmp_path / "ws"
     pidfile = tmp_path / "child.pid"
-    write(
+    write_file(
         ws / "hooks" / "escape.py",
         f"#!{sys.executable}\n"
         "import subprocess, sys, time\n"
@@ -115,6 +110,7 @@ def test_a_setsid_child_of_a_warm_started_python_hook_dies_with_it(tmp_path: Pat
         f"subprocess.Popen(['setsid', 'sh', '-c', 'echo $$ > {pidfile}; exec sleep 300'],"
         " stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)\n"
         "time.sleep(300)\n",
+        0o755,
     )
     engine = start(ws, EVOLVE_HOOK_TIMEOUT="3000", EVOLVE_HOOK_WARM_START="1")
     engine.stage("idle", {}, session="ses_w")  # the first run may start cold while the server starts
@@ -131,13 +127,14 @@ def test_a_setsid_child_of_a_warm_started_python_hook_dies_with_it(tmp_path: Pat
 def test_a_setsid_child_dies_with_the_timed_out_hook(tmp_path: Path, start: Any) -> None:
     ws = tmp_path / "ws"
     pidfile = tmp_path / "child.pid"
-    write(
+    write_file(
         ws / "hooks" / "escape.sh",
         "#!/bin/sh\ncat >/dev/null\n"
         'if [ "$1" = discover ]; then echo "{}"; exit 0; fi\n'
         # A child in a session (and process group) of its own, then hang past the timeout.
         f"setsid sh -c 'echo $$ > {pidfile}; exec sleep 300' </dev/null >/dev/null 2>&1 &\n"
         "sleep 300\n",
+        0o755,
     )
     engine = start(ws, EVOLVE_HOOK_TIMEOUT="1500")
     result = engine.stage("idle", {}, session="ses_t")

@@ -28,6 +28,8 @@ from engine.journal.store import Journal
 from engine.protocol.events import Event
 from engine.protocol.records import ToolCall
 from engine.runtime import Engine
+from tests.support.in_process import run_engine
+from tests.support.workspace import make_ws, write_file
 
 TARGET_OLD = (
     '#!/bin/sh\ncat >/dev/null\n[ "$1" = mutate_request ] && echo \'{"system": ["OLD"]}\' || echo \'{}\'\n'
@@ -51,34 +53,22 @@ print("{{}}")
 """
 
 
-def write(path: Path, text: str, mode: int = 0o644) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    path.chmod(mode)
-    return path
-
-
-def make_ws(tmp_path: Path, review: str = "log") -> Path:
-    ws = tmp_path / "ws"
-    write(ws / "prompts" / "chat.md", "chat\n")
-    write(ws / "hooks" / "a_writer.py", WRITER, 0o755)
-    write(ws / "hooks" / "b_target.sh", TARGET_OLD, 0o755)
-    write(ws / "config" / "evolve.jsonc", json.dumps({"review": review}))
-    return ws
+def reviewed_ws(tmp_path: Path, review: str = "log") -> Path:
+    return make_ws(
+        tmp_path,
+        {
+            "prompts/chat.md": "chat\n",
+            "hooks/a_writer.py": WRITER,
+            "hooks/b_target.sh": TARGET_OLD,
+            "config/evolve.jsonc": json.dumps({"review": review}),
+        },
+    )
 
 
 def run(ws: Path, body: Callable[[Engine, list[Event]], Awaitable[Any]]) -> Any:
-    async def main() -> Any:
-        engine = Engine(ws)
-        events: list[Event] = []
-        engine.bus.listen(events.append)
-        await engine.start()
-        try:
-            return await body(engine, events)
-        finally:
-            await engine.close()
-
-    return asyncio.run(main())
+    """`body(engine, events)`, `events` what the engine published from its start on."""
+    events: list[Event] = []
+    return run_engine(ws, lambda engine: body(engine, events), prepare=lambda e: e.bus.listen(events.append))
 
 
 def git_log(ws: Path) -> list[dict[str, Any]]:
@@ -93,7 +83,7 @@ def warnings(events: list[Event], source: str) -> list[str]:
 
 
 def test_a_hook_rewriting_a_hook_is_committed_apart_as_unvalidated(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path, review="log")
+    ws = reviewed_ws(tmp_path, review="log")
 
     async def body(engine: Engine, events: list[Event]) -> list[Event]:
         await engine.stages.dispatch("tool_after", {"tool": "bash"}, session="ses_1")
@@ -114,7 +104,7 @@ def test_a_hook_rewriting_a_hook_is_committed_apart_as_unvalidated(tmp_path: Pat
 
 
 def test_under_the_gate_a_hook_rewriting_a_hook_is_held_and_not_used(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path, review="gate")
+    ws = reviewed_ws(tmp_path, review="gate")
 
     async def body(engine: Engine, events: list[Event]) -> dict[str, Any]:
         during = await engine.stages.dispatch("tool_after", {"tool": "bash"}, session="ses_1")
@@ -165,8 +155,8 @@ def test_under_the_gate_a_hook_rewriting_a_hook_is_held_and_not_used(tmp_path: P
 def test_a_hook_resetting_history_is_noticed_reported_and_recorded(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
     for name in ["chat.md", "preamble.md"]:
-        write(ws / "prompts" / name, f"{name}\n")
-    write(ws / "hooks" / "reset.py", RESETTER, 0o755)
+        write_file(ws / "prompts" / name, f"{name}\n")
+    write_file(ws / "hooks" / "reset.py", RESETTER, 0o755)
 
     async def body(engine: Engine, events: list[Event]) -> dict[str, Any]:
         for i in range(4):
@@ -211,9 +201,9 @@ def test_a_hook_moving_head_without_touching_a_file_is_noticed(tmp_path: Path) -
     """A stage that changes no file is settled without the write lock, unless HEAD moved: a soft
     reset leaves every file as it was, and is still caught at the end of the stage."""
     ws = tmp_path / "ws"
-    write(ws / "prompts" / "chat.md", "chat\n")
+    write_file(ws / "prompts" / "chat.md", "chat\n")
     soft = RESETTER.replace('"--hard", "HEAD~3"', '"--soft", "HEAD~1"')
-    write(ws / "hooks" / "reset.py", soft, 0o755)
+    write_file(ws / "hooks" / "reset.py", soft, 0o755)
 
     async def body(engine: Engine, events: list[Event]) -> dict[str, Any]:
         for i in range(2):
@@ -234,7 +224,7 @@ def test_a_hook_moving_head_without_touching_a_file_is_noticed(tmp_path: Path) -
 
 def test_a_reset_by_hand_while_the_engine_was_down_is_noticed_at_start(tmp_path: Path) -> None:
     ws = tmp_path / "ws"
-    write(ws / "prompts" / "chat.md", "chat\n")
+    write_file(ws / "prompts" / "chat.md", "chat\n")
 
     async def edits(engine: Engine, events: list[Event]) -> None:
         for i in range(2):
@@ -254,8 +244,8 @@ def test_a_reset_by_hand_while_the_engine_was_down_is_noticed_at_start(tmp_path:
 def test_interrupted_calls_are_finished_at_start(tmp_path: Path) -> None:
     """A hook tool that died mid-run (its files changed, uncommitted), a read-only call, and the
     approval of a held change that wrote the file but never committed it."""
-    ws = make_ws(tmp_path)
-    write(ws / "data" / "keep.txt", "before\n")
+    ws = reviewed_ws(tmp_path)
+    write_file(ws / "data" / "keep.txt", "before\n")
     run(ws, lambda engine, events: asyncio.sleep(0))  # the repository, the journal
     journal = Journal(ws / "state" / "journal.sqlite3")
     hook_call = ToolCall(id="call_h", tool="kit_mark", args={}, started_at=time.time() - 1, session="ses_9")
@@ -272,7 +262,7 @@ def test_interrupted_calls_are_finished_at_start(tmp_path: Path) -> None:
         ToolCall(id="call_r", tool="evolve_prompt_read", args={}, started_at=time.time())
     )
     journal.close()
-    write(ws / "data" / "keep.txt", "written by the hook tool\n")
+    write_file(ws / "data" / "keep.txt", "written by the hook tool\n")
     held = {
         "id": "chg_x",
         "file": "prompts/chat.md",
@@ -285,8 +275,8 @@ def test_interrupted_calls_are_finished_at_start(tmp_path: Path) -> None:
         "created_at": time.time(),
         "content": "approved content\n",
     }
-    write(ws / "state" / "pending" / "chg_x.json", json.dumps(held))
-    write(ws / "prompts" / "chat.md", "approved content\n")  # written by the approval, then the crash
+    write_file(ws / "state" / "pending" / "chg_x.json", json.dumps(held))
+    write_file(ws / "prompts" / "chat.md", "approved content\n")  # written by the approval, then the crash
 
     async def body(engine: Engine, events: list[Event]) -> dict[str, Any]:
         assert engine.journal is not None
@@ -315,13 +305,13 @@ def test_interrupted_calls_are_finished_at_start(tmp_path: Path) -> None:
 
 
 def test_leftovers_of_dead_processes_are_removed_at_start(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = reviewed_ws(tmp_path)
     dead = 4_194_304 + 7  # above any pid Linux hands out (pid_max is at most 2**22)
-    stale = write(ws / "prompts" / f".chat.md.{dead}.abc123.evolve-tmp", "half written")
-    live = write(ws / "prompts" / f".chat.md.{os.getpid()}.def456.evolve-tmp", "being written")
-    stale_state = write(ws / "state" / f".evolve.json.{dead}.x1.evolve-tmp", "{}")
+    stale = write_file(ws / "prompts" / f".chat.md.{dead}.abc123.evolve-tmp", "half written")
+    live = write_file(ws / "prompts" / f".chat.md.{os.getpid()}.def456.evolve-tmp", "being written")
+    stale_state = write_file(ws / "state" / f".evolve.json.{dead}.x1.evolve-tmp", "{}")
     copy = Path(tempfile.gettempdir()) / f"evolve-validate-{dead}-zz9"
-    write(copy / "hooks" / "x.sh", "#!/bin/sh\n")
+    write_file(copy / "hooks" / "x.sh", "#!/bin/sh\n")
 
     got = run(ws, lambda engine, events: asyncio.sleep(0, engine.git.log(5)))
     assert not stale.exists() and not stale_state.exists() and not copy.exists()
@@ -335,7 +325,7 @@ def test_leftovers_of_dead_processes_are_removed_at_start(tmp_path: Path) -> Non
 def test_a_listing_whose_journal_is_stuck_answers_503_not_500(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    ws = make_ws(tmp_path)
+    ws = reviewed_ws(tmp_path)
     monkeypatch.setattr(run_routes, "FLUSH_TIMEOUT_S", 0.5)
 
     async def body(engine: Engine, events: list[Event]) -> httpx.Response:
@@ -364,7 +354,7 @@ def test_a_listing_whose_journal_is_stuck_answers_503_not_500(
 
 
 def test_what_holds_conversations_is_readable_by_the_owner_only(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path, review="gate")
+    ws = reviewed_ws(tmp_path, review="gate")
     (ws / "state").mkdir(mode=0o755)
     os.chmod(ws / "state", 0o755)  # as an older engine left it
 

@@ -14,26 +14,25 @@ import pytest
 from engine.changes.gitstore import GitStore
 from engine.hooks.validation import Validation, validate
 from tests.support.processes import pid_alive, wait_gone
+from tests.support.workspace import make_ws, write_file
 
 HOOK = "#!/bin/sh\necho original\n"
 CANDIDATE = "#!/bin/sh\necho candidate\n"
 
 
-def write_file(path: Path, text: str, mode: int = 0o644) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    path.chmod(mode)
-    return path
+FILES = {
+    "hooks/h.sh": HOOK,
+    "prompts/chat.md": "chat",
+    "notes/deep/n.md": "note",
+    ".hidden": "hidden",
+    "state/evolve.json": "{}",
+    "state/journal.sqlite3": "journal",
+}
 
 
-def make_ws(tmp_path: Path) -> Path:
-    ws = tmp_path / "ws"
-    write_file(ws / "hooks" / "h.sh", HOOK, 0o755)
-    write_file(ws / "prompts" / "chat.md", "chat")
-    write_file(ws / "notes" / "deep" / "n.md", "note")
-    write_file(ws / ".hidden", "hidden")
-    write_file(ws / "state" / "evolve.json", "{}")
-    write_file(ws / "state" / "journal.sqlite3", "journal")
+def committed_ws(tmp_path: Path) -> Path:
+    """The workspace of FILES, committed."""
+    ws = make_ws(tmp_path, FILES)
     GitStore(ws).ensure()
     return ws
 
@@ -60,7 +59,7 @@ def temp_dirs() -> set[str]:
 
 @pytest.mark.parametrize("test", [None, ""])
 def test_no_test_registered(tmp_path: Path, test: str | None) -> None:
-    ws = make_ws(tmp_path)
+    ws = committed_ws(tmp_path)
     result = run(ws, test)
     assert result.ok is True
     assert result.output == "no test registered"
@@ -68,7 +67,7 @@ def test_no_test_registered(tmp_path: Path, test: str | None) -> None:
 
 
 def test_passing_test(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = committed_ws(tmp_path)
     name = add_test_script(ws, 'echo "all good"\n')
     result = run(ws, name)
     assert result.ok is True
@@ -78,7 +77,7 @@ def test_passing_test(tmp_path: Path) -> None:
 
 
 def test_failing_test_output_is_stdout_then_stderr(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = committed_ws(tmp_path)
     name = add_test_script(ws, "echo to-stderr >&2\necho to-stdout\nexit 3\n")
     result = run(ws, name)
     assert result.ok is False
@@ -86,7 +85,7 @@ def test_failing_test_output_is_stdout_then_stderr(tmp_path: Path) -> None:
 
 
 def test_the_copy(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = committed_ws(tmp_path)
     name = add_test_script(
         ws,
         """W="$OPENCODE_EVOLVE_WORKSPACE"
@@ -125,7 +124,7 @@ echo "candidate says: $("$W/hooks/h.sh")"
 
 
 def test_nested_state_and_git_directories_are_copied(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = committed_ws(tmp_path)
     write_file(ws / "notes" / "state" / "kept.md", "kept")
     name = add_test_script(ws, '[ -e "$OPENCODE_EVOLVE_WORKSPACE/notes/state/kept.md" ] && echo kept\n')
     result = run(ws, name)
@@ -134,7 +133,7 @@ def test_nested_state_and_git_directories_are_copied(tmp_path: Path) -> None:
 
 
 def test_candidate_bytes_and_new_subdirectory(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = committed_ws(tmp_path)
     name = add_test_script(ws, 'cat "$OPENCODE_EVOLVE_WORKSPACE/hooks/sub/new.sh"\n')
     result = run(ws, name, candidate=b"#!/bin/sh\n# bytes \xc3\xa9\n", hook="sub/new.sh")
     assert result.ok is True
@@ -143,7 +142,7 @@ def test_candidate_bytes_and_new_subdirectory(tmp_path: Path) -> None:
 
 
 def test_candidate_replacing_a_symlink_does_not_write_through_it(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = committed_ws(tmp_path)
     outside = write_file(tmp_path / "outside.sh", HOOK, 0o755)
     (ws / "hooks" / "h.sh").unlink()
     os.symlink(outside, ws / "hooks" / "h.sh")
@@ -155,7 +154,7 @@ def test_candidate_replacing_a_symlink_does_not_write_through_it(tmp_path: Path)
 
 
 def test_test_script_need_not_be_executable(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = committed_ws(tmp_path)
     name = add_test_script(ws, "echo ran\n", mode=0o644)
     result = run(ws, name)
     assert result.ok is True
@@ -164,7 +163,7 @@ def test_test_script_need_not_be_executable(tmp_path: Path) -> None:
 
 
 def test_missing_test_file(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = committed_ws(tmp_path)
     before = temp_dirs()
     result = run(ws, "missing_test.py")
     assert result.ok is False
@@ -174,7 +173,7 @@ def test_missing_test_file(tmp_path: Path) -> None:
 
 
 def test_test_without_shebang(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = committed_ws(tmp_path)
     write_file(ws / "tests" / "noshebang", "echo hi\n", 0o755)
     result = run(ws, "noshebang")
     assert result.ok is False
@@ -182,7 +181,7 @@ def test_test_without_shebang(tmp_path: Path) -> None:
 
 
 def test_hanging_test_and_its_grandchild_are_killed(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = committed_ws(tmp_path)
     pids = tmp_path / "pids"
     # The grandchild ignores SIGTERM, so only the final SIGKILL of the group stops it.
     name = add_test_script(
@@ -212,7 +211,7 @@ sleep 30
 
 
 def test_timeout_keeps_the_output_so_far(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = committed_ws(tmp_path)
     name = add_test_script(ws, "echo checked-one\necho progress >&2\nexec sleep 30\n")
     result = run(ws, name, timeout_ms=500)
     assert result.ok is False
@@ -222,7 +221,7 @@ def test_timeout_keeps_the_output_so_far(tmp_path: Path) -> None:
 
 
 def test_background_child_holding_stdout_does_not_turn_a_pass_into_a_timeout(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = committed_ws(tmp_path)
     pids = tmp_path / "bg.pid"
     name = add_test_script(ws, f"sleep 30 &\necho $! > {pids}\necho passed\nexit 0\n")
     try:
@@ -235,7 +234,7 @@ def test_background_child_holding_stdout_does_not_turn_a_pass_into_a_timeout(tmp
 
 
 def test_temp_dir_removed_after_pass_and_fail(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = committed_ws(tmp_path)
     record = tmp_path / "copies"
     name = add_test_script(
         ws,
@@ -250,7 +249,7 @@ def test_temp_dir_removed_after_pass_and_fail(tmp_path: Path) -> None:
 
 
 def test_environment_is_inherited(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    ws = make_ws(tmp_path)
+    ws = committed_ws(tmp_path)
     monkeypatch.setenv("EVOLVE_TEST_MARKER", "inherited")
     monkeypatch.setenv("OPENCODE_EVOLVE_WORKSPACE", "/somewhere/else")
     name = add_test_script(ws, 'echo "$EVOLVE_TEST_MARKER $OPENCODE_EVOLVE_WORKSPACE"\n')
@@ -262,7 +261,7 @@ def test_environment_is_inherited(tmp_path: Path, monkeypatch: pytest.MonkeyPatc
 
 
 def test_concurrent_validations_use_separate_copies(tmp_path: Path) -> None:
-    ws = make_ws(tmp_path)
+    ws = committed_ws(tmp_path)
     name = add_test_script(
         ws, 'cat "$OPENCODE_EVOLVE_WORKSPACE/hooks/h.sh"\necho "$OPENCODE_EVOLVE_WORKSPACE"\n'
     )

@@ -30,7 +30,7 @@ from engine.hooks.runner import execute, run_process
 from engine.protocol.records import HookRun, new_id
 from engine.warm import server as warm_server
 from engine.warm import starts as warmstart
-from engine.warm.starts import WarmProcess, WarmStarts, python_interpreter
+from engine.warm.starts import WarmProcess, WarmStarts
 from tests.support.environment import REPO
 from tests.support.processes import PROC, pid_alive, wait_gone
 from tests.support.warm import WarmLoop
@@ -441,28 +441,6 @@ def test_hooks_that_are_not_python_start_cold(ws: Path, tmp_path: Path) -> None:
 
 def _run(stage: str = "chat") -> HookRun:
     return HookRun(id=new_id("run"), stage=stage, hook="h", started_at=time.time(), input={"hook": stage})
-
-
-@pytest.mark.parametrize(
-    ("line", "program", "lookup"),
-    [
-        (b"#!/usr/bin/python3", "/usr/bin/python3", None),
-        (b"#!/usr/bin/python3.11 -S -u", "/usr/bin/python3.11", None),
-        (b"#! /opt/venv/bin/python", "/opt/venv/bin/python", None),
-        (b"#!/usr/bin/env python3", "/usr/bin/env", "python3"),
-        (b"#!/usr/bin/env -S python3 -I -u", "/usr/bin/env", "python3"),
-        (b"#!/usr/bin/env python3 -u", None, None),  # env would look for a program named "python3 -u"
-        (b"#!/usr/bin/env -S python3 x.py", None, None),
-        (b"#!/usr/bin/env -i python3", None, None),
-        (b"#!/usr/bin/env FOO=1 python3", None, None),
-        (b"#!/bin/sh", None, None),
-        (b"#!/usr/bin/pythonista", None, None),
-        (b"import os", None, None),
-    ],
-)
-def test_which_lines_start_python(line: bytes, program: str | None, lookup: str | None) -> None:
-    found = python_interpreter(line)
-    assert (found.program if found else None, found.lookup if found else None) == (program, lookup)
 
 
 def test_an_interpreter_that_cannot_serve_leaves_its_hooks_cold_and_says_why(

@@ -16,27 +16,24 @@ The output printed (stdout and stderr together) must match the text, with these 
 - the checkout's own path reads as `/home/me/evolve` and its Python as `python3`.
 
 An example that cannot run here (it needs opencode, a model, or an action in the console) is marked with
-`<!-- doctest: skip REASON -->` in the line before its block; SKIP_LIMIT keeps that list short.
+`<!-- doctest: skip REASON -->` in the line before its block; tests/unit/project/test_docs.py keeps
+that list short. tests/support/doc_examples.py finds the examples.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import shutil
 import subprocess
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
-from tests.support.environment import REPO
+from tests.support.doc_examples import PAGES, Example, examples
+from tests.support.environment import REPO, bare_env
 
-PAGES = [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
-SKIP_LIMIT = 8
 CHECKOUT = "/home/me/evolve"
-BLOCK = re.compile(r"(?:<!-- doctest: (?P<mark>[^\n]*?) -->\n+)?```[a-z]*\n(?P<body>.*?)```", re.S)
 VARIABLE = [
     (re.compile(r"\b(run|dsp|call|chg|ses|tick)_[0-9A-Za-z]{12,}"), r"\1_<ID>"),
     (re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d(\.\d+)?)?( ?(Z|UTC|[+-]\d\d:\d\d))?"), "<TIME>"),
@@ -48,41 +45,6 @@ VARIABLE = [
     (re.compile(r"\b(pid\"?:? ?)\d+"), r"\1<PID>"),
     (re.compile(r"(\"seq\": ?)\d+"), r"\1<SEQ>"),
 ]
-
-
-@dataclass
-class Example:
-    page: Path
-    line: int
-    commands: list[tuple[str, str]] = field(default_factory=list)  # (command, expected output)
-    skip: str | None = None
-    setup: str = ""
-    file: str | None = None
-    content: str = ""
-
-
-def examples(page: Path) -> list[Example]:
-    text = page.read_text(encoding="utf-8")
-    found = []
-    for match in BLOCK.finditer(text):
-        body = match["body"]
-        mark = match["mark"] or ""
-        line = text.count("\n", 0, match.start("body")) + 1
-        if mark.startswith("file "):
-            found.append(Example(page, line, file=mark.removeprefix("file ").strip(), content=body))
-            continue
-        if not body.startswith("$ "):
-            continue
-        example = Example(page, line)
-        if mark.startswith("skip"):
-            example.skip = mark.removeprefix("skip").strip() or "(no reason given)"
-        elif mark.startswith("setup"):
-            example.setup = mark.removeprefix("setup").strip()
-        for chunk in re.split(r"^\$ ", body, flags=re.M)[1:]:
-            command, _, output = chunk.partition("\n")
-            example.commands.append((command, output))
-        found.append(example)
-    return found
 
 
 def normal(text: str, sandbox: Path) -> str:
@@ -140,16 +102,16 @@ def test_the_shell_examples_print_what_the_text_says(page: Path, tmp_path: Path)
     out = tmp_path / "out"
     out.mkdir()
     (sandbox / "home" / "empty.gitconfig").touch()
-    env = {
-        "HOME": str(sandbox / "home"),
-        "PATH": os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
-        "GIT_CONFIG_GLOBAL": str(sandbox / "home" / "empty.gitconfig"),
-        "GIT_CONFIG_NOSYSTEM": "1",
-        "PYTHONUNBUFFERED": "1",
-        "TZ": "UTC",
-        "LANG": "C.UTF-8",
-        "TMPDIR": str(sandbox / "tmp"),
-    }
+    env = bare_env(
+        HOME=str(sandbox / "home"),
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), "/usr/local/bin", "/usr/bin", "/bin"]),
+        GIT_CONFIG_GLOBAL=str(sandbox / "home" / "empty.gitconfig"),
+        GIT_CONFIG_NOSYSTEM="1",
+        PYTHONUNBUFFERED="1",
+        TZ="UTC",
+        LANG="C.UTF-8",
+        TMPDIR=str(sandbox / "tmp"),
+    )
     try:
         ran = subprocess.run(
             ["bash", "-c", script(page, runnable, sandbox, out)],
@@ -177,16 +139,3 @@ def test_the_shell_examples_print_what_the_text_says(page: Path, tmp_path: Path)
                 )
             n += 1
     assert not wrong, "\n\n".join(wrong) + f"\n--- bash's own stderr:\n{ran.stderr.decode(errors='replace')}"
-
-
-def test_few_examples_are_skipped_and_each_says_why() -> None:
-    skipped = [e for page in PAGES for e in examples(page) if e.skip is not None and not e.file]
-    assert len(skipped) <= SKIP_LIMIT, [f"{e.page.name}:{e.line}: {e.skip}" for e in skipped]
-    assert all(e.skip != "(no reason given)" for e in skipped)
-
-
-def test_the_examples_are_found() -> None:
-    """The parser sees the examples (a changed fence style must not make this test pass vacuously)."""
-    counted = {page.name: sum(len(e.commands) for e in examples(page)) for page in PAGES}
-    assert counted["cli.md"] >= 40 and counted["opencode.md"] >= 10, counted
-    assert shutil.which("bash")

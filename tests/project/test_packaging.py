@@ -6,9 +6,8 @@ opencode plugin (the repository's shim/, installed as the package `evolve_shim`)
 workspace that `evolve init` copies, hidden files included. A file that loses its mode bits on the
 way (package data does) must still come out of `evolve init` executable.
 
-Wheels of the build and runtime requirements are kept in .cache/wheels: the install runs offline
-from there, and only when something is missing (the first run, or a new requirement in
-pyproject.toml) are the missing wheels downloaded from the configured package index first.
+The build and runtime requirements come as pip finds them: from its own cache, the configured package
+index and find-links; nothing is kept in the checkout.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tomllib
 import venv
 import zipfile
 from dataclasses import dataclass
@@ -29,9 +27,9 @@ import pytest
 
 from tests.support.environment import REPO, isolated_env
 
-pytestmark = pytest.mark.packaging
+# One worker builds the wheel and the venv (a minute) and runs every test of this module on them.
+pytestmark = [pytest.mark.packaging, pytest.mark.xdist_group("packaging")]
 
-WHEELS = REPO / ".cache" / "wheels"
 CONSOLE_START = """
 import asyncio, sys
 import evolve_console
@@ -57,19 +55,10 @@ def pip(*args: str) -> subprocess.CompletedProcess[str]:
     )
 
 
-def offline_else_fetch(command: list[str], fetch: list[str]) -> None:
-    """`pip COMMAND` with only the wheels in WHEELS; when that fails, `pip download FETCH` into WHEELS
-    from the configured index and once more offline. A failure shows pip's output."""
-    offline = [*command, "--no-index", "--find-links", str(WHEELS)]
-    if pip(*offline).returncode == 0:
-        return
-    WHEELS.mkdir(parents=True, exist_ok=True)
-    fetched = pip("download", "--quiet", "--dest", str(WHEELS), *fetch)
-    assert fetched.returncode == 0, f"pip download {' '.join(fetch)}:\n{fetched.stdout}\n{fetched.stderr}"
-    for built in WHEELS.glob("evolve-*.whl"):  # pip download copies the wheel it was given, too
-        built.unlink()
-    done = pip(*offline)
-    assert done.returncode == 0, f"pip {' '.join(offline)}:\n{done.stdout}\n{done.stderr}"
+def pip_ok(*args: str) -> None:
+    """`pip ARGS`; a failure shows pip's output."""
+    done = pip(*args)
+    assert done.returncode == 0, f"pip {' '.join(args)}:\n{done.stdout}\n{done.stderr}"
 
 
 def copy_tree(dest: Path) -> None:
@@ -114,14 +103,11 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     base = tmp_path_factory.mktemp("wheel")
     src = base / "src"
     copy_tree(src)
-    requires = tomllib.loads((src / "pyproject.toml").read_text())["build-system"]["requires"]
-    offline_else_fetch(
-        ["wheel", "--quiet", "--no-deps", "--wheel-dir", str(base / "dist"), str(src)], requires
-    )
+    pip_ok("wheel", "--quiet", "--no-deps", "--wheel-dir", str(base / "dist"), str(src))
     (wheel,) = (base / "dist").glob("evolve-*.whl")
     venv.create(base / "venv", with_pip=False)
     python = str(base / "venv" / "bin" / "python")
-    offline_else_fetch(["--python", python, "install", "--quiet", str(wheel)], [str(wheel)])
+    pip_ok("--python", python, "install", "--quiet", str(wheel))
     # No PYTHON* variables: nothing of the checkout is importable, only what the wheel installed.
     env = isolated_env(base / "home", drop=("PYTHON",))
     return Installed(wheel, base / "venv", base / "home", env)

@@ -27,6 +27,12 @@ ISOLATED = (*SETTINGS, "GIT_", "TEXTUAL_", "XDG_")
 # where the run's opencode is installed (EVOLVE_CACHE_DIR): an engine whose behaviour checks start
 # opencode finds the release the end-to-end tests installed.
 TEST_RUN = ("EVOLVE_HOOK_WARM_START", "EVOLVE_CACHE_DIR")
+# Where the test run keeps compiled modules (tests/conftest.py): never in the checkout, also for the
+# processes started with no PYTHON* variables.
+KEPT = (*TEST_RUN, "PYTHONPYCACHEPREFIX")
+# The size of the terminal the tests run in (pytest-xdist's workers set 80x24): a console started in a
+# terminal of its own must take that terminal's size.
+TERMINAL_SIZE = ("COLUMNS", "LINES")
 
 
 def _setting(name: str) -> bool:
@@ -39,11 +45,21 @@ def without_settings(base: Mapping[str, str] | None = None) -> dict[str, str]:
     return {k: v for k, v in (os.environ if base is None else base).items() if not _setting(k)}
 
 
+def bare_env(**variables: str) -> dict[str, str]:
+    """`variables` and nothing else of the environment but where the test run keeps compiled modules."""
+    return {**{k: v for k, v in os.environ.items() if k == "PYTHONPYCACHEPREFIX"}, **variables}
+
+
 def isolated_env(home: Path, *, drop: tuple[str, ...] = (), **extra: str) -> dict[str, str]:
     """The environment with HOME at `home` (created), an empty global git config, no system git config,
     and no EVOLVE_*, OPENCODE_*, GIT_*, TEXTUAL_*, XDG_* variables (nor those starting with a prefix in
-    `drop`) but the test run's own switches; `extra` is set last."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(ISOLATED + drop) or k in TEST_RUN}
+    `drop`) but the test run's own switches and its PYTHONPYCACHEPREFIX, nor COLUMNS and LINES; `extra`
+    is set last."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if (not k.startswith(ISOLATED + drop) or k in KEPT) and k not in TERMINAL_SIZE
+    }
     home.mkdir(parents=True, exist_ok=True)
     gitconfig = home / "empty.gitconfig"
     gitconfig.touch()

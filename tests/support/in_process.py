@@ -15,15 +15,17 @@ def run_engine(
     body: Callable[[Engine], Awaitable[Any]],
     env: Mapping[str, str] | None = None,
     prepare: Callable[[Engine], None] | None = None,
+    *,
+    watch: bool = False,
 ) -> Any:
     """`body(engine)`'s result, with an engine of `root` started for it (`prepare` runs before the
-    start, e.g. to replace what delivers notifications)."""
+    start, e.g. to replace what delivers notifications; `watch` starts its watcher of hand edits)."""
 
     async def main() -> Any:
         engine = Engine(root) if env is None else Engine(root, env=dict(env))
         if prepare is not None:
             prepare(engine)
-        await engine.start()
+        await engine.start(watch=watch)
         try:
             return await body(engine)
         finally:

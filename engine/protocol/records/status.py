@@ -109,6 +109,9 @@ class EngineStatus(Record):
     heartbeat: HeartbeatStatus
     # Requests the API answered since the engine started, by "METHOD /route/{param}".
     requests: dict[str, int] = field(default_factory=dict)
+    # Why the journal cannot write now (a full disk, an I/O error): the engine refuses the work it
+    # would journal until it can (503); None when it writes.
+    journal_failing: str | None = None
 
     @classmethod
     def from_dict(cls, data: JSONDict) -> EngineStatus:

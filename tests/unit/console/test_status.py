@@ -97,6 +97,16 @@ def test_connected_without_opencode_says_so_in_yellow() -> None:
     assert "bold reverse yellow" in styles(line, "opencode ○ not connected")
 
 
+def test_a_journal_that_cannot_write_is_shown_in_red_until_it_writes_again() -> None:
+    failing = connection_line(
+        model(True, opencode=[], journal_failing="database or disk is full"), None, NOW, None, NOW
+    )
+    assert "journal failing: database or disk is full; the engine refuses new work" in failing.plain
+    assert "bold red" in styles(failing, "journal failing")
+    writes = connection_line(model(True, opencode=[], journal_failing=None), None, NOW, None, NOW)
+    assert "journal" not in writes.plain
+
+
 def test_engine_down_says_for_how_long_how_to_start_it_and_dims_what_was_last_known() -> None:
     line = connection_line(
         model(False, "the engine does not answer", opencode=[opencode("a", "server")]),

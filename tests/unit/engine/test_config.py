@@ -427,6 +427,8 @@ def test_env_covers_every_field() -> None:
         "EVOLVE_EVALS_ON_REVIEW": "yes",
         "EVOLVE_EVALS_AUTO_APPROVE": "1",
         "EVOLVE_EVALS_AGENT_TOOLS": "on",
+        "EVOLVE_MAX_REPLAYS": "3",
+        "EVOLVE_MAX_VALIDATIONS": "4",
     }
     assert {f"EVOLVE_{name.upper()}" for name in FIELDS} == set(env)
     loaded = load_config(Path("/nonexistent/evolve.jsonc"), env)

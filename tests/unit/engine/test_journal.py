@@ -6,6 +6,7 @@ import json
 import sqlite3
 import stat
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -13,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine.core import strictjson
-from engine.journal.store import SCHEMA_VERSION, Journal
+from engine.journal.store import SCHEMA_VERSION, Journal, JournalFailing
 from engine.protocol.records import HookRun, StageResult, ToolCall
 from tests.support.waiting import wait_for
 
@@ -494,8 +495,16 @@ def test_writer_survives_row_errors(path: Path, caplog: pytest.LogCaptureFixture
         assert journal.run("run_000010") is not None
 
 
-def test_writer_survives_disk_full(path: Path) -> None:
-    with Journal(path) as journal:
+def test_writer_keeps_what_a_full_disk_refuses(path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A full disk: the writer survives, drops nothing, says it is failing (flush raises at once),
+    and writes what it kept once there is room again."""
+    from engine.journal import writer
+
+    # The first retry waits 2 s: time for the test to give the disk its room back while the writer
+    # does not use its connection.
+    monkeypatch.setattr(writer, "RETRY_FIRST_S", 2.0)
+    states: list[str | None] = []
+    with Journal(path, on_failing=states.append) as journal:
         journal.record_run(make_run(0))
         journal.flush()
         # Simulate a full disk: cap the writer connection's file size at its current size.
@@ -503,14 +512,26 @@ def test_writer_survives_disk_full(path: Path) -> None:
         pages = journal._writer.execute("PRAGMA page_count").fetchone()[0]
         journal._writer.execute(f"PRAGMA max_page_count = {pages}")
         journal.record_run(make_run(1, stderr="x" * 1_000_000))
-        journal.flush()
+        with pytest.raises(JournalFailing, match="full"):
+            journal.flush()
+        assert journal.failing is not None and "full" in journal.failing
         assert journal.last_error is not None and "full" in journal.last_error
         assert journal.run("run_000001") is None
+        assert journal.pending == 1  # kept, not dropped
+        with pytest.raises(JournalFailing):
+            journal.flush(timeout=0.1)  # at once while it cannot write
+        # The writer waits before it tries again: its connection is free for the test.
         journal._writer.execute("PRAGMA max_page_count = 1073741823")
         journal.record_run(make_run(2))
+        deadline = time.monotonic() + 10
+        while journal.failing is not None and time.monotonic() < deadline:
+            time.sleep(0.05)
         journal.flush()
+        assert journal.run("run_000001") is not None  # what the full disk refused is written now
         assert journal.run("run_000002") is not None
-        assert journal.counts()["runs"] == 2
+        assert journal.counts()["runs"] == 3
+        assert journal.dropped == 0
+    assert states[0] is not None and "full" in states[0] and states[-1] is None
 
 
 def test_unencodable_values_fall_back(journal: Journal) -> None:
