@@ -6,7 +6,7 @@ a click on its label, hands each view the model's changes, goes from a row to an
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, cast
 
 from textual import on, work
@@ -249,8 +249,14 @@ class MainScreen(Screen[None]):
         says so); with none on screen, the one behind what the shown view selects."""
         alert = self.agent.alerts.current(self.agent.clock())
         if alert is not None and alert.change is not None:
-            return Named(alert.change, alert.revert)
+            return Named(alert.change, self.still_revertible(alert.revert))
         return self.shown_view.named_change()
+
+    def still_revertible(self, sha: str | None) -> str | None:
+        """`sha`, unless it is reverted already (an alert raised before its revert names it still;
+        reverting it again would only be refused)."""
+        known = self.agent.model.changes.get(sha) if sha is not None else None
+        return None if known is not None and known.state == "reverted" else sha
 
     def action_show_named(self) -> None:
         named = self.named()
@@ -281,7 +287,9 @@ class MainScreen(Screen[None]):
         self.refresh_bindings()
 
     def action_read_alerts(self) -> None:
-        alerts = self.agent.alerts.newest_first()
+        alerts = [
+            replace(a, revert=self.still_revertible(a.revert)) for a in self.agent.alerts.newest_first()
+        ]
         if alerts:
             self.read_alerts(AlertScreen(alerts))
 

@@ -172,6 +172,19 @@ def test_a_hook_that_starts_failing_is_alerted_with_its_error_and_the_change_beh
         )
         assert app.model.failures == {}
 
+        # Read again (N), the alert still names the change (j), but no longer offers to revert it.
+        await pilot.press("N")
+        screen = await wait_until(pilot, lambda: isinstance(app.screen, AlertScreen) and app.screen, "N")
+        assert isinstance(screen, AlertScreen)
+        for _ in range(len(screen.alerts)):
+            if screen.alert is not None and "started failing" in screen.alert.text:
+                break
+            await pilot.press("left")
+        assert screen.alert is not None and screen.alert.change == sha and screen.alert.revert is None
+        assert screen.check_action("show", ()) and screen.check_action("revert", ()) is None
+        assert "R: revert it" not in text_of(screen.query_one("#alert-keys"))
+        await pilot.press("escape")
+
     drive(engine, scenario)
 
 
