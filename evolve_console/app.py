@@ -35,7 +35,7 @@ from .failures import failure_text
 from .help import MOVING, HelpScreen, keys_of
 from .keys import APP_KEYS, applies
 from .launch import LaunchError, engine_for
-from .mainscreen import MainScreen
+from .mainscreen import MainScreen, clear_toasts
 from .messages import COMMAND_GROUP, ConnectionChanged, Failed, Reload, Toast
 from .model import PART_NAMES, ConsoleModel, Part, Update, failure_alert, notice_alert
 from .replay import ReplayScreen
@@ -324,7 +324,7 @@ class EvolveConsole(App[None]):
 
     def show_toasts(self) -> None:
         """The toasts of the alerts still on screen, anew (one of them went before its time)."""
-        self.clear_notifications()
+        clear_toasts(self)
         now = self.clock()
         for alert in self.agent.alerts.on_screen(now):
             if not (alert.severity == "error" and alert.long):

@@ -5,12 +5,13 @@ a click on its label, hands each view the model's changes, goes from a row to an
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, cast
 
 from textual import on, work
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult, ScreenStackError
 from textual.binding import BindingType
 from textual.screen import Screen
 from textual.widgets import Input
@@ -46,6 +47,23 @@ COMMANDS: tuple[Command, ...] = (
     Command("alert: close the toasts", "close_toasts", "z"),
     Command("alert: read the recent alerts", "read_alerts", "N: each whole"),
 )
+
+
+# Textual takes a closed toast's widgets away a moment after; then the screen is drawn again.
+REDRAW_AFTER_TOASTS_S = 0.3
+
+
+def clear_toasts(app: App[Any]) -> None:
+    """Every toast gone. Textual does not always draw again what was under a toast it takes away (a
+    piece of the toast stayed on a real terminal after `z`): the screen is drawn again once it is
+    gone."""
+    app.clear_notifications()
+
+    def redraw() -> None:
+        with contextlib.suppress(ScreenStackError):  # the console is closing
+            app.screen.refresh()
+
+    app.set_timer(REDRAW_AFTER_TOASTS_S, redraw)
 
 
 @dataclass(frozen=True)
@@ -283,7 +301,7 @@ class MainScreen(Screen[None]):
 
     def action_close_toasts(self) -> None:
         self.agent.alerts.close()
-        self.app.clear_notifications()
+        clear_toasts(self.app)
         self.refresh_bindings()
 
     def action_read_alerts(self) -> None:
