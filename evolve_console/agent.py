@@ -14,6 +14,7 @@ from collections.abc import Callable
 from engine.protocol import HookRun, SessionInfo, calls
 from engine.protocol.records import Health
 
+from .alerts import Alerts
 from .client import EngineClient, Target
 from .format import session_label
 from .model import ConsoleModel, Part
@@ -33,6 +34,7 @@ class Agent:
         self.down_since: float | None = None  # when the engine stopped answering
         self.heard_at: float | None = None  # when it last answered
         self.first_load = asyncio.Event()  # set once everything was loaded from it
+        self.alerts = Alerts()  # what the console told the operator of it, to be read again
 
     @property
     def workspace(self) -> str | None:

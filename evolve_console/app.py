@@ -27,15 +27,17 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from .agent import Agent
+from .alerts import Alert, Severity
+from .alertscreen import AlertScreen
 from .client import EngineError, EngineGone, Target
+from .evals import EvalScreen
 from .failures import failure_text
-from .format import short
 from .help import MOVING, HelpScreen, keys_of
 from .keys import APP_KEYS, applies
 from .launch import LaunchError, engine_for
-from .mainscreen import MainScreen
-from .messages import COMMAND_GROUP, ConnectionChanged, Failed, Reload, Severity, Toast
-from .model import PART_NAMES, ConsoleModel, Part, Update
+from .mainscreen import MainScreen, clear_toasts
+from .messages import COMMAND_GROUP, ConnectionChanged, Failed, Reload, Toast
+from .model import PART_NAMES, ConsoleModel, Part, Update, failure_alert, notice_alert
 from .nextstep import Evolve, evolve_command
 from .replay import ReplayScreen
 from .status import connection_items
@@ -43,11 +45,29 @@ from .views import VIEWS, Registry
 
 FLOOD = 100  # pending events per tick (a quarter second) above which repaints slow down
 # Sessions first: the other tables name sessions by their titles.
-LOAD_ORDER = (Part.STATUS, Part.SESSIONS, Part.RUNS, Part.STAGES, Part.CHANGES, Part.HEARTBEAT, Part.TOOLS)
-REFRESH_ORDER = (Part.RUNS, Part.STAGES, Part.SESSIONS, Part.CHANGES, Part.HEARTBEAT, Part.STATUS, Part.TOOLS)
-LONG_ERROR = 120  # characters beyond which an error's toast stays until clicked away
+LOAD_ORDER = (
+    Part.STATUS,
+    Part.SESSIONS,
+    Part.RUNS,
+    Part.STAGES,
+    Part.CHANGES,
+    Part.FAILURES,
+    Part.HEARTBEAT,
+    Part.TICKS,
+    Part.TOOLS,
+)
+REFRESH_ORDER = (
+    Part.RUNS,
+    Part.STAGES,
+    Part.SESSIONS,
+    Part.CHANGES,
+    Part.FAILURES,
+    Part.HEARTBEAT,
+    Part.TICKS,
+    Part.STATUS,
+    Part.TOOLS,
+)
 HEALTH_TIMEOUT_S = 10.0  # after a request failed, an engine slower than this to answer counts as down
-STAYS = 24 * 3600.0  # "until dismissed": a toast that long is gone only when clicked
 
 
 class EvolveConsole(App[None]):
@@ -80,6 +100,7 @@ class EvolveConsole(App[None]):
         self.bell_on = bell if bell is not None else os.environ.get("EVOLVE_CONSOLE_BELL", "1") != "0"
         self._main = MainScreen.of(self.agent, views)
         self._ticks = 0
+        self._alerted: int | None = None  # the number of the alert the keys acted on at the last tick
 
     # ---- typed accessors ------------------------------------------------------------------------
 
@@ -164,6 +185,10 @@ class EvolveConsole(App[None]):
         self.agent.heard()
         self.render_connection()
         if not self.first_load.is_set():
+            # The hooks failing as the console starts: what is broken, and the change behind it
+            # (the engine lists the newest first: the newest alert is the latest failure).
+            for failure in reversed(list(self.agent.model.failures.values())):
+                self.alert(failure_alert(failure, since=True))
             # The widgets, styles and history loaded so far live as long as the console. Without
             # this, every full garbage collection walks them all again (about 45 ms here, every
             # few seconds under a flood of runs), and a key press waiting behind one shows late.
@@ -242,12 +267,14 @@ class EvolveConsole(App[None]):
                 self.refresh_parts(stale)
 
     def show_update(self, update: Update) -> None:
+        model = self.agent.model
         for severity, notice in update.notices:
-            self.toast(f"{notice.source}: {notice.message}", "error" if severity == "error" else "warning")
+            self.alert(notice_alert(severity, notice, model.changes))
         for alert in update.alerts:
-            self.toast(alert, "warning", timeout=12)
-            if self.bell_on:
-                self.bell()
+            self.alert(alert)
+        now = self.clock()
+        if any([self.agent.alerts.decided(key, now) for key in update.decided]):
+            self.show_toasts()  # the toast that waited for that decision goes
         if Part.STATUS in update.redraw:
             self.render_connection()
         self._main.apply(update)
@@ -255,22 +282,68 @@ class EvolveConsole(App[None]):
         if isinstance(screen, ReplayScreen):  # replays' progress to the replay screen open
             for record in update.replays:
                 screen.follow(record)
+        if isinstance(screen, EvalScreen):  # and behaviour checks' to theirs
+            for found in update.evals:
+                screen.follow(found)
 
     def tick_clock(self) -> None:
         with contextlib.suppress(NoMatches):  # the console is closing
             if not self.agent.model.connected:
                 self.render_connection()  # how long the engine has been down
             self._main.tick()
+            current = self.agent.alerts.current(self.clock())
+            number = current.number if current is not None else None
+            if number != self._alerted:  # an alert's toast went: the keys that acted on it follow
+                self._alerted = number
+                self._main.refresh_bindings()
 
     # ---- telling the operator ---------------------------------------------------------------
 
     def toast(self, message: str, severity: Severity = "information", timeout: float = 8.0) -> None:
-        """A notification; a long error stays until clicked away, so that it can be read whole."""
-        long = severity == "error" and len(message) > LONG_ERROR
-        self.notify(short(message, 2000), severity=severity, timeout=STAYS if long else timeout)
+        """Tell the operator `message` (`alert`)."""
+        self.alert(Alert(message, severity, timeout=timeout))
+
+    def alert(self, alert: Alert) -> None:
+        """Tell the operator: a toast (at most a minute, unless it waits for a decision; a long one
+        shows its beginning), or, for a long error, a dialog that shows it whole. It is kept, to be
+        read again (`N`), and the keys act on the change it names while its toast is shown."""
+        kept = self.agent.alerts.add(alert, self.clock())
+        if kept.severity == "error" and kept.long:
+            self.push_screen(AlertScreen([kept]))
+        else:
+            self._notify(kept)
+        if kept.bell and self.bell_on:
+            self.bell()
+        self._alerted = None  # the keys follow at the next tick, or now
+        self._main.refresh_bindings()
+
+    def _notify(self, alert: Alert, timeout: float | None = None) -> None:
+        self.notify(
+            alert.toast_text(),
+            title=alert.toast_title(),
+            severity=alert.severity,
+            timeout=alert.lasts if timeout is None else timeout,
+            markup=False,
+        )
+
+    def show_toasts(self) -> None:
+        """The toasts of the alerts still on screen, anew (one of them went before its time)."""
+        clear_toasts(self)
+        now = self.clock()
+        for alert in self.agent.alerts.on_screen(now):
+            if not (alert.severity == "error" and alert.long):
+                self._notify(alert, timeout=max(alert.lasts - (now - alert.at), 1.0))
+        self._main.refresh_bindings()
 
     def on_toast(self, message: Toast) -> None:
-        self.toast(message.text, message.severity, message.timeout)
+        alert = Alert(
+            message.text,
+            message.severity,
+            timeout=message.timeout,
+            change=message.change,
+            revert=message.revert,
+        )
+        self.alert(alert)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         if event.state is WorkerState.ERROR and event.worker.group != "engine-stream":
@@ -290,7 +363,7 @@ class EvolveConsole(App[None]):
             # One request lost (a connection closed as it was reused, a slow answer) does not mean
             # the engine is gone, and saying so would stop the reloads while the stream goes on:
             # only the health check says the engine is down.
-            self.notify(said, severity="warning", timeout=8)
+            self.alert(Alert(said, "warning", timeout=8))
             self.check_engine()
         else:
             self.toast(said, "error")

@@ -7,21 +7,28 @@ from __future__ import annotations
 from typing import Any
 
 from engine.protocol import HeartbeatStatus, StageResult, TickResult, calls
+from engine.protocol.records import Suspect
 
 from .client import EngineClient
 from .format import as_json
 
 
-async def fire(client: EngineClient) -> tuple[str, str]:
-    """One heartbeat tick now, waited for: what the operator is told, and its severity."""
-    return tick_said((await client.send(calls.heartbeat_fire(), timeout=3600)).result)
+async def fire(client: EngineClient) -> TickResult:
+    """One heartbeat tick now, waited for."""
+    return (await client.send(calls.heartbeat_fire(), timeout=3600)).result
 
 
 def tick_said(result: TickResult) -> tuple[str, str]:
     """A tick's result (its outcome and reason) as the operator is told it, and its severity (a
-    tick that did not run ok is a warning)."""
+    tick that did not run ok is a warning: `degraded` when a hook failed at the stage, with the error
+    and the change most likely behind it, in the engine's words)."""
     reason = f": {result.reason}" if result.reason else ""
     return f"heartbeat {result.outcome}{reason}", "information" if result.outcome == "ok" else "warning"
+
+
+def tick_suspect(result: TickResult) -> Suspect | None:
+    """The change most likely behind a degraded tick: its first failure's suspect."""
+    return next((f.suspect for f in result.failures if f.suspect is not None), None)
 
 
 async def set_paused(client: EngineClient, paused: bool) -> HeartbeatStatus:

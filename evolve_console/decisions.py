@@ -1,7 +1,7 @@
 """The operator's decisions on a change: approve it, revert it (refreshing the sessions frozen under
-it, reverting later changes together with it), or reject a held one with a reason. Each makes the
-engine's API call and returns what the operator is told; the app asks first (the dialogs) and shows
-the answer."""
+it, reverting later changes together with it), reject a held one with a reason, or dismiss one that
+went stale. Each makes the engine's API call and returns what the operator is told; the app asks
+first (the dialogs) and shows the answer."""
 
 from __future__ import annotations
 
@@ -14,15 +14,18 @@ from .client import EngineClient, EngineError
 from .format import short
 from .model import ChangeEntry
 from .screens import RevertChoice
+from .threeway import ThreeWay
 
 
 @dataclass(frozen=True)
 class Outcome:
     """What the operator is told of a decision; `refused` when the engine would not make it (an
-    error, to be read whole)."""
+    error, to be read whole); `three`: an approval refused because the file changed under the held
+    change, with the three versions to compare."""
 
     text: str
     refused: bool = False
+    three: ThreeWay | None = None
 
 
 def approve_question(change: ChangeEntry) -> tuple[str, str] | None:
@@ -37,13 +40,21 @@ def approve_question(change: ChangeEntry) -> tuple[str, str] | None:
     )
 
 
-async def approve(client: EngineClient, change: ChangeEntry) -> str:
-    """Approve `change`: a held change is installed, a commit gets its approval noted."""
+async def approve(client: EngineClient, change: ChangeEntry) -> Outcome:
+    """Approve `change`: a held change is installed, a commit gets its approval noted. A held change
+    whose file changed since it was proposed is refused, with the three versions; another refusal
+    is raised (the operator is told it as any failed command)."""
     if change.pending_id:
-        await client.send(calls.approve_pending(change.pending_id))
-        return f"approved and installed: {change.subject}"
+        try:
+            await client.send(calls.approve_pending(change.pending_id))
+        except EngineError as exc:
+            three = ThreeWay.of(str(exc), exc.details)
+            if three is None:
+                raise
+            return Outcome(str(exc), refused=True, three=three)
+        return Outcome(f"approved and installed: {change.subject}")
     await client.send(calls.approve(change.key))
-    return f"approved {change.key[:10]}: {change.subject}"
+    return Outcome(f"approved {change.key[:10]}: {change.subject}")
 
 
 def revert_question(change: ChangeEntry) -> str:
@@ -71,3 +82,9 @@ async def reject(client: EngineClient, change: ChangeEntry, reason: str) -> str:
     """Reject the held `change`; an empty `reason` is none."""
     await client.send(calls.reject_pending(str(change.pending_id), reason or None))
     return f"rejected: {change.subject}"
+
+
+async def dismiss(client: EngineClient, change: ChangeEntry, reason: str) -> str:
+    """Set aside the held `change` that went stale; an empty `reason` is none."""
+    await client.send(calls.dismiss_pending(str(change.pending_id), reason or None))
+    return f"dismissed: {change.subject}"

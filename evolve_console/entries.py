@@ -1,14 +1,16 @@
 """The rows the console makes of what the engine sends: a row of the self-modifications view (a
-commit, or a change held for review, with its review state), and the hook runs view's filter.
-Plain data, no Textual, no Rich."""
+commit, a change held for review, or an attempt its test rejected, with its review state), and the
+hook runs view's filter. Plain data, no Textual, no Rich."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from engine.protocol import Change, HookRun, PendingChange
-from engine.protocol.records import Provenance
+from engine.protocol.records import Attempt, FailingSince, Provenance
+
+ATTEMPT: Final = "rejected by its test"  # an attempt's state, as the engine names it
 
 
 @dataclass(frozen=True)
@@ -41,7 +43,8 @@ class RunFilter:
 
 @dataclass(frozen=True)
 class ChangeEntry:
-    """A row of the self-modifications view: a commit, or a change held for review."""
+    """A row of the self-modifications view: a commit, a change held for review, or an attempt (an
+    edit of the agent's that its test rejected: never installed, it takes no decision)."""
 
     key: str  # the commit's sha, or the pending change's id
     subject: str
@@ -52,12 +55,18 @@ class ChangeEntry:
     sha: str | None = None
     review: str | None = None
     pending_id: str | None = None
-    # unreviewed, approved, reverted, none (needs no review); for a held change: pending, rejected
-    # or stale
+    # unreviewed, approved, reverted, none (needs no review); for a held change: pending, rejected,
+    # stale or dismissed; for an attempt: "rejected by its test"
     state: str = "none"
     reverted_by: str | None = None
     provenance: Provenance | None = None
-    note: str | None = None  # why a held change was rejected (or could not be installed)
+    note: str | None = None  # why a held change was rejected, went stale or was dismissed
+    attempt_id: str | None = None
+    # The hooks failing since this commit, that it most likely made fail ("failing since: 3 runs").
+    failing: tuple[FailingSince, ...] = ()
+    untested: str | None = None  # where a test's evidence would be: "no test covers prompts/chat.md"
+    evals: str | None = None  # a held change's behaviour checks in a line
+    changed_by: str | None = None  # a stale held change: the commit that changed its file under it
 
     @classmethod
     def commit(cls, change: Change) -> ChangeEntry:
@@ -73,6 +82,8 @@ class ChangeEntry:
             state=change.state,
             reverted_by=change.reverted_by,
             provenance=change.provenance,
+            failing=tuple(change.failing),
+            untested=change.untested,
         )
 
     @classmethod
@@ -88,17 +99,49 @@ class ChangeEntry:
             state=change.status,
             provenance=change.provenance,
             note=change.note,
+            untested=change.untested,
+            evals=change.evals,
+            changed_by=change.changed_by,
+        )
+
+    @classmethod
+    def attempt(cls, attempt: Attempt) -> ChangeEntry:
+        return cls(
+            key=attempt.id,
+            subject=attempt.message or f"edit {attempt.file}",
+            origin="agent",
+            time=attempt.created_at,
+            files=[attempt.file],
+            trailers={"tool": attempt.tool, "session": attempt.session, "call": attempt.call_id},
+            state=ATTEMPT,
+            provenance=attempt.provenance,
+            attempt_id=attempt.id,
         )
 
     @property
     def revertible(self) -> bool:
-        """A commit other than the first can be undone; a pending change is rejected instead."""
-        return self.pending_id is None and self.origin != "initial"
+        """A commit other than the first can be undone; a pending change is rejected instead, and an
+        attempt was never installed."""
+        return self.is_commit and self.origin != "initial"
+
+    @property
+    def is_commit(self) -> bool:
+        return self.pending_id is None and self.attempt_id is None
 
     @property
     def awaits_decision(self) -> bool:
-        """A held change not yet approved or rejected."""
+        """A held change not yet approved or rejected (nor gone stale: that can only be dismissed)."""
         return self.pending_id is not None and self.state == "pending"
+
+    @property
+    def stale(self) -> bool:
+        """A held change whose file changed under it: it cannot be installed, only dismissed."""
+        return self.pending_id is not None and self.state == "stale"
+
+    @property
+    def failing_runs(self) -> int:
+        """The failed runs of the hooks failing since this change (`failing since: N runs`)."""
+        return sum(f.runs for f in self.failing)
 
     @property
     def needs_review(self) -> bool:

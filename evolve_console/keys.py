@@ -1,6 +1,7 @@
 """The console's keys that act from every view (quit, back, the heartbeat, a stage by hand, the runs'
-filter, the engine's problems, starting the engine), the number keys that show the views, and
-`applies`: which key applies where (what `check_action` answers), a pure function of plain values.
+filter, the engine's problems, starting the engine, the change an alert names, the alerts), the
+number keys that show the views, and `applies`: which key applies where (what `check_action`
+answers), a pure function of plain values.
 
 Each view binds its own keys (`View.BINDINGS`) and says when one of them acts (`View.key_state`);
 `applies` reads them from the registry, so that one table of rules (tests/unit/console/test_keys.py)
@@ -13,6 +14,7 @@ from typing import Final
 
 from textual.binding import Binding, BindingType
 
+from .alerts import READ_KEY, REVERT_KEY, SHOW_KEY
 from .model import ChangeEntry
 from .views import VIEWS, Registry, View
 
@@ -39,11 +41,31 @@ SCREEN_KEYS: Final[list[BindingType]] = [
         "slash", "focus_filter", "Filter", id="runs.filter", tooltip="Filter runs by stage, hook, session"
     ),
     Binding("c", "problems", "Problems", id="engine.problems", tooltip="The engine's config errors in full"),
+    Binding(
+        SHOW_KEY,
+        "show_named",
+        "Show change",
+        id="alert.show",
+        tooltip="Select in view 5 the change the newest alert names (with none on screen: the change "
+        "behind the selected failed run, the degraded tick, or what made a held change stale)",
+    ),
+    Binding(
+        REVERT_KEY,
+        "revert_named",
+        "Revert it",
+        id="alert.revert",
+        tooltip="Revert the change the newest alert (or the selected failed run, the degraded tick) names: "
+        "the revert dialog asks first",
+    ),
+    Binding(
+        "z", "close_toasts", "Close toasts", id="alert.close", tooltip="Close the notifications on screen"
+    ),
+    Binding(READ_KEY, "read_alerts", "Alerts", id="alert.read", tooltip="The recent alerts, each whole"),
 ]
 
 
 # The keys of every view that ask the engine to do something: dimmed while it does not answer.
-ENGINE_ACTIONS: Final = frozenset({"fire_heartbeat", "toggle_pause", "run_stage"})
+ENGINE_ACTIONS: Final = frozenset({"fire_heartbeat", "toggle_pause", "run_stage", "revert_named"})
 
 
 def view_keys(views: Registry) -> list[BindingType]:
@@ -71,8 +93,9 @@ def actions_of(view: type[View]) -> set[str]:
 class Where:
     """What decides whether a key applies: the view shown, the change selected in it (None outside
     the changes view), whether a text field has the focus, whether escape has somewhere to go back
-    to, whether the engine answers, whether it reports configuration problems, and whether the
-    console knows the engine's workspace (so that it can start the engine)."""
+    to, whether the engine answers, whether it reports configuration problems, whether the console
+    knows the engine's workspace (so that it can start the engine), whether an alert or the selected
+    row names a change (and one that can be reverted), and whether there were alerts."""
 
     view: str
     change: ChangeEntry | None = None
@@ -81,6 +104,9 @@ class Where:
     connected: bool = True
     problems: bool = False
     workspace: bool = False
+    named: bool = False
+    named_revert: bool = False
+    alerts: bool = False
 
 
 def applies(action: str, where: Where, views: Registry = VIEWS) -> bool | None:
@@ -92,6 +118,12 @@ def applies(action: str, where: Where, views: Registry = VIEWS) -> bool | None:
         if shown is None or action not in actions_of(shown):
             return False
         return shown.key_state(action, where.change, where.connected)
+    if action == "show_named":
+        return True if where.named else None
+    if action == "revert_named" and not where.named_revert:
+        return None
+    if action == "read_alerts":
+        return True if where.alerts else None
     if action in ENGINE_ACTIONS:
         return True if where.connected else None  # shown dimmed while the engine does not answer
     if action == "go_back":

@@ -5,12 +5,13 @@ a click on its label, hands each view the model's changes, goes from a row to an
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, ClassVar, cast
 
 from textual import on, work
-from textual.app import ComposeResult
+from textual.app import App, ComposeResult, ScreenStackError
 from textual.binding import BindingType
 from textual.screen import Screen
 from textual.widgets import Input
@@ -18,6 +19,8 @@ from textual.worker import Worker
 
 from . import controls
 from .agent import Agent
+from .alerts import Named
+from .alertscreen import AlertScreen, Chosen
 from .connectionbar import ConnectionBar
 from .keybar import KeyBar
 from .keys import SCREEN_KEYS, Where, applies, view_keys
@@ -28,7 +31,7 @@ from .screens import MoreScreen, ResultScreen, StageScreen
 from .status import Pieces, badges, has_problems, problems_text
 from .textual_private import skip_own_layout
 from .viewbar import ViewBar
-from .views import HeartbeatView, Registry, RunsView, View
+from .views import ChangesView, HeartbeatView, Registry, RunsView, View
 
 # The palette's commands that act from every view (each view adds its own, `View.COMMANDS`).
 COMMANDS: tuple[Command, ...] = (
@@ -39,7 +42,28 @@ COMMANDS: tuple[Command, ...] = (
     Command("stage: run by hand", "run_stage", "dispatch a stage to every hook with an input you edit"),
     Command("engine: show its problems", "problems", "config errors and warnings in full"),
     Command("engine: start it", "app.start_engine", "start the workspace's engine when it is down"),
+    Command("alert: show the change it names", "show_named", "j: the newest alert's change in view 5"),
+    Command("alert: revert the change it names", "revert_named", "R: asks first"),
+    Command("alert: close the toasts", "close_toasts", "z"),
+    Command("alert: read the recent alerts", "read_alerts", "N: each whole"),
 )
+
+
+# Textual takes a closed toast's widgets away a moment after; then the screen is drawn again.
+REDRAW_AFTER_TOASTS_S = 0.3
+
+
+def clear_toasts(app: App[Any]) -> None:
+    """Every toast gone. Textual does not always draw again what was under a toast it takes away (a
+    piece of the toast stayed on a real terminal after `z`): the screen is drawn again once it is
+    gone."""
+    app.clear_notifications()
+
+    def redraw() -> None:
+        with contextlib.suppress(ScreenStackError):  # the console is closing
+            app.screen.refresh()
+
+    app.set_timer(REDRAW_AFTER_TOASTS_S, redraw)
 
 
 @dataclass(frozen=True)
@@ -231,6 +255,7 @@ class MainScreen(Screen[None]):
     def where(self) -> Where:
         """What decides whether the console's keys apply now (`keys.applies`)."""
         model = self.agent.model
+        named = self.named()
         return Where(
             view=self.shown,
             typing=isinstance(self.focused, Input),
@@ -238,7 +263,75 @@ class MainScreen(Screen[None]):
             connected=model.connected,
             problems=has_problems(model.status),
             workspace=self.agent.workspace is not None,
+            named=named is not None,
+            named_revert=named is not None and named.revert is not None,
+            alerts=bool(self.agent.alerts.recent),
         )
+
+    # ---- the change an alert (or the selected row) names -----------------------------------------
+
+    def named(self) -> Named | None:
+        """The change the keys `j` and `R` act on: the one the newest alert on screen names (its toast
+        says so); with none on screen, the one behind what the shown view selects."""
+        alert = self.agent.alerts.current(self.agent.clock())
+        if alert is not None and alert.change is not None:
+            return Named(alert.change, self.still_revertible(alert.revert))
+        return self.shown_view.named_change()
+
+    def still_revertible(self, sha: str | None) -> str | None:
+        """`sha`, unless it is reverted already (an alert raised before its revert names it still;
+        reverting it again would only be refused)."""
+        known = self.agent.model.changes.get(sha) if sha is not None else None
+        return None if known is not None and known.state == "reverted" else sha
+
+    def action_show_named(self) -> None:
+        named = self.named()
+        if named is not None:
+            self.show_change(named.change)
+
+    def action_revert_named(self) -> None:
+        named = self.named()
+        if named is not None and named.revert is not None:
+            self.revert_change(named.revert)
+
+    def show_change(self, key: str) -> None:
+        """The change `key` selected in view 5; escape comes back."""
+        self.trail.append(Step(self.shown, self.shown_view.selected_key()))
+        self._show_row(ChangesView.NAME, key)
+
+    def revert_change(self, sha: str) -> None:
+        """The change `sha` selected in view 5 (when it is shown there), and the revert dialog for it."""
+        self.trail.append(Step(self.shown, self.shown_view.selected_key()))
+        self.action_show_tab(ChangesView.NAME)
+        changes = self.query_one(ChangesView)
+        changes.select(sha)
+        changes.revert_commit(sha)
+
+    def action_close_toasts(self) -> None:
+        self.agent.alerts.close()
+        clear_toasts(self.app)
+        self.refresh_bindings()
+
+    def action_read_alerts(self) -> None:
+        alerts = [
+            replace(a, revert=self.still_revertible(a.revert)) for a in self.agent.alerts.newest_first()
+        ]
+        if alerts:
+            self.read_alerts(AlertScreen(alerts))
+
+    def read_alerts(self, screen: AlertScreen) -> None:
+        """The alerts dialog; what it was closed with (show or revert the change) is done here."""
+
+        def chosen(choice: Chosen) -> None:
+            if choice is None:
+                return
+            what, key = choice
+            if what == "show":
+                self.show_change(key)
+            else:
+                self.revert_change(key)
+
+        self.app.push_screen(screen, chosen)
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         return applies(action, self.where(), self.view_classes)

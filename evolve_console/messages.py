@@ -9,15 +9,13 @@ stream worker reports the connection with `ConnectionChanged`.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Literal
 
 from textual.message import Message
 from textual.message_pump import MessagePump
 from textual.worker import Worker, WorkerState
 
+from .alerts import Severity
 from .model import Part
-
-Severity = Literal["information", "warning", "error"]
 
 # The worker group of the operator's commands (approve, revert, fire, ...): a command whose answer
 # was lost may have been done, and the operator is told so (`failures.failure_text`). Workers are
@@ -54,13 +52,25 @@ class Reload(Message):
 
 
 class Toast(Message):
-    """Tell the operator `text`; an error too long to read in a few seconds stays until clicked away."""
+    """Tell the operator `text` (a toast, at most a minute; a long error opens in a dialog).
+    `change`: the change it names, which a key then selects in view 5; `revert`: the commit a key
+    then reverts (asking first)."""
 
-    def __init__(self, text: str, severity: Severity = "information", timeout: float = 8.0) -> None:
+    def __init__(
+        self,
+        text: str,
+        severity: Severity = "information",
+        timeout: float = 8.0,
+        *,
+        change: str | None = None,
+        revert: str | None = None,
+    ) -> None:
         super().__init__()
         self.text = text
         self.severity = severity
         self.timeout = timeout
+        self.change = change
+        self.revert = revert
 
 
 class ConnectionChanged(Message):

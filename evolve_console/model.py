@@ -30,8 +30,14 @@ from engine.protocol import (
 )
 from engine.protocol.calls import Call
 from engine.protocol.records import (
+    Attempt,
     ChangeList,
     DispatchList,
+    EvalProgress,
+    EvalRun,
+    FailingSince,
+    Failure,
+    FailureList,
     Health,
     HeartbeatChanged,
     JSONDict,
@@ -43,8 +49,12 @@ from engine.protocol.records import (
     RunList,
     SessionChanged,
     SessionList,
+    TickList,
+    TickResult,
     ToolCallList,
 )
+
+from .alerts import Alert, named_change
 
 # The rows the model holds (entries.py), named here with it.
 from .entries import ChangeEntry as ChangeEntry
@@ -52,7 +62,9 @@ from .entries import RunFilter as RunFilter
 
 HISTORY_LIMIT: Final = 500  # records each table is filled with from the journal (or git)
 MAX_ROWS: Final = 1000  # rows a live table keeps (the journal keeps everything)
-ALERT_QUIET_S: Final = 60.0  # a hook's failure alerts again only after this long without one
+TICKS_KEPT: Final = 20  # the heartbeat's last ticks, as its history shows them
+FAILURE_ALERT_S: Final = 30.0  # how long the toast of a hook that started failing stays
+NOTICE_S: Final = 12.0  # how long the toast of a warning or an error the engine sent stays
 
 # What a payload that does not parse raises (a newer or older engine's shape).
 _UNPARSED = (TypeError, ValueError, KeyError, AttributeError)
@@ -69,6 +81,8 @@ class Part(StrEnum):
     STATUS = "status"  # the engine's status: opencode connections, config errors, workspace
     COUNTS = "counts"  # the journal's counts alone
     TOOLS = "tools"  # the tool calls shown
+    FAILURES = "failures"  # the hooks failing now, each with the change most likely behind it
+    TICKS = "ticks"  # the heartbeat's last ticks
 
 
 # Each part as the operator is told of it ("could not load the hook runs").
@@ -81,10 +95,22 @@ PART_NAMES: Final = {
     Part.STATUS: "the engine's status",
     Part.COUNTS: "the journal's counts",
     Part.TOOLS: "the tool calls",
+    Part.FAILURES: "the hooks failing now",
+    Part.TICKS: "the heartbeat's last ticks",
 }
 
 # What the engine answers for a part (`ConsoleModel.query`): the records of the routes that fetch them.
-Reloaded = RunList | DispatchList | SessionList | HeartbeatStatus | ChangeList | EngineStatus | ToolCallList
+Reloaded = (
+    RunList
+    | DispatchList
+    | SessionList
+    | HeartbeatStatus
+    | ChangeList
+    | EngineStatus
+    | ToolCallList
+    | FailureList
+    | TickList
+)
 
 
 def brief_run(data: JSONDict) -> HookRun:
@@ -107,9 +133,11 @@ class Update:
     redraw: set[Part] = field(default_factory=set)  # parts changed in the model
     reload: set[Part] = field(default_factory=set)  # parts the events only announce: fetch them
     notices: list[tuple[str, Notice]] = field(default_factory=list)  # ("warning" | "error", notice)
-    alerts: list[str] = field(default_factory=list)  # what should catch the operator's eye now
+    alerts: list[Alert] = field(default_factory=list)  # what should catch the operator's eye now
     tools: list[ToolCall] = field(default_factory=list)  # tool calls to add or update, oldest first
     replays: list[ReplayProgress | ReplayResult] = field(default_factory=list)  # progress, then ends
+    evals: list[EvalProgress | EvalRun] = field(default_factory=list)  # behaviour checks: likewise
+    decided: set[str] = field(default_factory=set)  # held changes decided or gone stale
 
 
 class ConsoleModel:
@@ -133,7 +161,9 @@ class ConsoleModel:
         self.changes: dict[str, ChangeEntry] = {}  # commits oldest first, then held ones (`in_order`)
         self.tool_calls: dict[str, ToolCall] = {}  # the tool calls shown, oldest first
         self.failed_unseen = 0  # failed runs that arrived since the operator last looked at the runs
-        self._last_failed: dict[tuple[str, str], float] = {}  # (hook, stage) -> its last failure's time
+        self.failures: dict[str, Failure] = {}  # the hooks failing now, by the failure's id
+        self.ticks: list[TickResult] = []  # the heartbeat's last ticks, newest first
+        self.attempts_unseen = 0  # attempts that arrived since the operator last looked at view 5
         self.stale: set[Part] = set()  # parts to fetch again, once connected
         self._waiting: list[Event] = []  # received, not yet applied
         self._live: deque[tuple[int, HookRun]] = deque(maxlen=MAX_ROWS)  # runs applied, by seq
@@ -217,7 +247,8 @@ class ConsoleModel:
                 if self.run_filter.matches(run):
                     runs[run.id] = run
                     self._live.append((event.seq, run))
-                self._watch_failures(run, update)
+                if run.error is not None:
+                    self.failed_unseen += 1
             elif kind is EventKind.STAGE:
                 try:
                     update.stages.append(StageResult.from_dict(event.data))
@@ -242,6 +273,12 @@ class ConsoleModel:
                 self._apply_pending(event, update)
             elif kind is EventKind.HEARTBEAT:
                 self._apply_heartbeat(event, update)
+            elif kind is EventKind.FAILURE:
+                self._apply_failure(event, update)
+            elif kind is EventKind.ATTEMPT:
+                self._apply_attempt(event, update)
+            elif kind in (EventKind.EVAL_PROGRESS, EventKind.EVAL):
+                self._apply_eval(event, update)
             elif kind in (EventKind.CONFIG, EventKind.HOOKS_DISCOVERED):
                 update.reload.add(Part.STATUS)
             elif kind in (EventKind.REPLAY_PROGRESS, EventKind.REPLAY):
@@ -271,25 +308,17 @@ class ConsoleModel:
         self.stale |= update.reload
         return update
 
-    def _watch_failures(self, run: HookRun, update: Update) -> None:
-        """Count failed runs the operator has not seen, and alert when a hook starts failing at a
-        stage: its first failure there, or the first after ALERT_QUIET_S without one. (A hook that
-        fails now and then, between successes, alerts once, not at every failure.)"""
-        if run.error is None:
-            return
-        self.failed_unseen += 1
-        key = (run.hook, run.stage)
-        last = self._last_failed.get(key)
-        if last is None or run.started_at - last > ALERT_QUIET_S:
-            update.alerts.append(f"hooks/{run.hook} started failing at {run.stage}: {run.error}")
-        self._last_failed[key] = run.started_at
-
     def looked_at_runs(self) -> None:
         """The operator is looking at the hook runs: the failures so far are seen."""
         self.failed_unseen = 0
 
+    def looked_at_changes(self) -> None:
+        """The operator is looking at the self-modifications: the attempts so far are seen."""
+        self.attempts_unseen = 0
+
     @property
     def pending_count(self) -> int:
+        """The held changes that can still be decided (a stale one can only be dismissed)."""
         return sum(1 for c in self.changes.values() if c.awaits_decision)
 
     @property
@@ -343,16 +372,113 @@ class ConsoleModel:
         except _UNPARSED:
             update.reload.add(Part.CHANGES)
             return
+        known = self.changes.get(pending.id)
+        if pending.status != "pending":
+            update.decided.add(pending.id)
         if pending.status == "approved":
             # Installed: its commit (with the approval) stands for it from now on.
             self.changes.pop(pending.id, None)
             update.reload.add(Part.CHANGES)
         else:
-            if pending.status == "pending" and pending.id not in self.changes:
-                update.alerts.append(f"a change awaits your review: {pending.message} ({pending.file})")
-            self.changes[pending.id] = ChangeEntry.pending(pending)
+            if pending.status == "pending" and known is None:
+                update.alerts.append(
+                    Alert(
+                        f"a change awaits your review: {pending.message} ({pending.file})",
+                        "warning",
+                        title="held for review",
+                        change=pending.id,
+                        decision=pending.id,
+                        bell=True,
+                    )
+                )
+            elif pending.status == "stale" and known is not None and known.state != "stale":
+                update.alerts.append(
+                    Alert(
+                        f"“{pending.message}” can no longer be installed: {pending.note or 'its file changed'}",
+                        "warning",
+                        title="a held change went stale",
+                        change=pending.id,
+                        timeout=20,
+                    )
+                )
+            entry = ChangeEntry.pending(pending)
+            if known is not None and entry.evals is None:
+                entry = replace(entry, evals=known.evals)  # events carry it only once saved
+            self.changes[pending.id] = entry
             self.changes = in_order(self.changes.values())
         update.redraw.add(Part.CHANGES)
+
+    def _apply_failure(self, event: Event, update: Update) -> None:
+        """A hook started failing at a stage (alert, unless it fails now and then: `recurs`), failed
+        again there (its count), or runs fine again (it goes). The change it suspects says so."""
+        try:
+            failure = Failure.from_dict(event.data)
+        except _UNPARSED:
+            update.reload |= {Part.FAILURES, Part.CHANGES}
+            return
+        if failure.state == "cleared":
+            self.failures.pop(failure.id, None)
+        else:
+            self.failures[failure.id] = failure
+        if failure.state == "started" and not failure.recurs:
+            update.alerts.append(failure_alert(failure))
+        if self._mark_failing(failure):
+            update.redraw.add(Part.CHANGES)
+        update.redraw.add(Part.FAILURES)
+
+    def _mark_failing(self, failure: Failure) -> bool:
+        """The rows of the changes this failure is told on: the count of its runs, or gone once it
+        cleared. True when a row changed."""
+        changed = False
+        suspect = failure.suspect.sha if failure.suspect else None
+        for key, entry in list(self.changes.items()):
+            kept = tuple(f for f in entry.failing if f.failure != failure.id)
+            if key == suspect and failure.state != "cleared":
+                since = FailingSince(
+                    failure.id, failure.hook, failure.stage, failure.runs, failure.first_at, failure.error
+                )
+                kept = (*kept, since)
+            if kept != entry.failing:
+                self.changes[key] = replace(entry, failing=kept)
+                changed = True
+        return changed
+
+    def _apply_attempt(self, event: Event, update: Update) -> None:
+        """An edit of the agent's that its test rejected: a row of its own, counted until seen."""
+        try:
+            attempt = Attempt.from_dict(event.data)
+        except _UNPARSED:
+            update.reload.add(Part.CHANGES)
+            return
+        if attempt.id not in self.changes:
+            self.attempts_unseen += 1
+            update.alerts.append(
+                Alert(
+                    f"the agent tried “{attempt.message or attempt.file}” ({attempt.file}); its test "
+                    "rejected it, so nothing was installed",
+                    title="an attempt",
+                    change=attempt.id,
+                )
+            )
+        self.changes[attempt.id] = ChangeEntry.attempt(attempt)
+        self.changes = in_order(self.changes.values())
+        update.redraw.add(Part.CHANGES)
+
+    def _apply_eval(self, event: Event, update: Update) -> None:
+        """Behaviour checks went on or ended: to the screen that shows them; a held change's row
+        shows the line of its latest ones."""
+        try:
+            found = event.payload()
+        except _UNPARSED:
+            return
+        if not isinstance(found, EvalProgress | EvalRun):
+            return
+        update.evals.append(found)
+        if isinstance(found, EvalRun) and found.state == "done":
+            entry = self.changes.get(found.target)
+            if entry is not None and entry.pending_id is not None and entry.evals != found.summary:
+                self.changes[entry.key] = replace(entry, evals=found.summary)
+                update.redraw.add(Part.CHANGES)
 
     def _apply_heartbeat(self, event: Event, update: Update) -> None:
         try:
@@ -363,6 +489,9 @@ class ConsoleModel:
         self.heartbeat = changed.status
         self._set_at[Part.HEARTBEAT] = event.seq
         update.redraw.add(Part.HEARTBEAT)
+        if changed.event == "tick" and changed.tick is not None:
+            # The history, drawn with the status (the view shows them together).
+            self.ticks = [changed.tick, *self.ticks][:TICKS_KEPT]
 
     # ---- answers of the API ---------------------------------------------------------------------------
 
@@ -382,6 +511,10 @@ class ConsoleModel:
             return calls.sessions()
         if part is Part.HEARTBEAT:
             return calls.heartbeat()
+        if part is Part.FAILURES:
+            return calls.failures()
+        if part is Part.TICKS:
+            return calls.heartbeat_ticks(limit=TICKS_KEPT)
         return calls.status()
 
     def apply_reload(self, part: Part, answer: Reloaded, since: int | None = None) -> bool:
@@ -420,7 +553,12 @@ class ConsoleModel:
             entries = [ChangeEntry.commit(c) for c in reversed(answer.changes)]
             # An approved held change is its commit now.
             entries += [ChangeEntry.pending(p) for p in answer.pending if p.status != "approved"]
+            entries += [ChangeEntry.attempt(a) for a in answer.attempts]
             self.changes = in_order(entries)
+        elif part is Part.FAILURES and isinstance(answer, FailureList):
+            self.failures = {f.id: f for f in answer.failures}
+        elif part is Part.TICKS and isinstance(answer, TickList):
+            self.ticks = answer.ticks[:TICKS_KEPT]
         elif part is Part.TOOLS and isinstance(answer, ToolCallList):
             by_id = {c.id: c for c in reversed(answer.tool_calls)}
             if since is not None and by_id:  # what events told since the request went out
@@ -449,12 +587,43 @@ class ConsoleModel:
 
 def in_order(entries: Iterable[ChangeEntry]) -> dict[str, ChangeEntry]:
     """The rows of the changes view in their one order, however they came (a listing, an event, a
-    restart): the commits as git lists them, oldest first, then the held changes by the time they
-    were proposed (their id breaking ties)."""
+    restart): the commits as git lists them, oldest first, then what was never installed (the held
+    changes and the attempts its test rejected) by the time it was proposed (its id breaking ties)."""
     listed = list(entries)
-    commits = [e for e in listed if e.pending_id is None]
-    held = sorted((e for e in listed if e.pending_id is not None), key=lambda e: (e.time or 0.0, e.key))
+    commits = [e for e in listed if e.is_commit]
+    held = sorted((e for e in listed if not e.is_commit), key=lambda e: (e.time or 0.0, e.key))
     return {e.key: e for e in commits + held}
+
+
+def failure_alert(failure: Failure, since: bool = False) -> Alert:
+    """A hook failing, as the operator is alerted: the error's own last line and the change most
+    likely behind it (the engine's words), with the keys to show that change and to revert it.
+    `since`: the console found it failing when it started (no bell: it is not news)."""
+    suspect = failure.suspect
+    text = failure.message or f"hooks/{failure.hook} started failing at {failure.stage}: {failure.error}"
+    if since:
+        text = f"{text} [{failure.runs} failed run{'s' if failure.runs != 1 else ''} so far]"
+    revertible = suspect is not None and suspect.origin != "initial"
+    return Alert(
+        text,
+        "warning",
+        title="a hook is failing" if since else "a hook started failing",
+        timeout=FAILURE_ALERT_S,
+        change=suspect.sha if suspect else None,
+        revert=suspect.sha if revertible and suspect else None,
+        bell=not since,
+    )
+
+
+def notice_alert(severity: str, notice: Notice, changes: Iterable[str]) -> Alert:
+    """A warning or an error the engine sent, naming the change it is about when it names one."""
+    text = f"{notice.source}: {notice.message}"
+    return Alert(
+        text,
+        "error" if severity == "error" else "warning",
+        timeout=NOTICE_S,
+        change=named_change(notice.message, changes),
+    )
 
 
 def _trim(rows: dict[str, Any]) -> None:

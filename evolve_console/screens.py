@@ -1,5 +1,5 @@
-"""The console's dialogs: confirm a revert, see a long value in full, run a stage by hand, and the
-stage's result."""
+"""The console's dialogs: confirm a revert, see a long value in full, run a stage by hand and the
+stage's result, reject a held change or dismiss a stale one."""
 
 from __future__ import annotations
 
@@ -190,21 +190,20 @@ class RejectScreen(ModalScreen[str | None]):
     TITLE = "reject a held change"
     HELP_NOTE = "Type the reason (optional; the agent is told it); enter rejects."
     BINDINGS = [Binding("escape", "cancel", "Cancel", tooltip="Close and reject nothing"), HELP]
+    VERB = "Reject"
 
-    def __init__(self, subject: str) -> None:
+    def __init__(self, subject: str, detail: str = "") -> None:
         super().__init__()
         self.subject = subject
+        self.detail = detail or "It is not installed. The agent that proposed it is told, with your reason."
 
     def compose(self) -> ComposeResult:
         with Vertical(id="dialog"):
-            yield Label(f"Reject “{self.subject}”?", id="question")
-            yield Static(
-                Text("It is not installed. The agent that proposed it is told, with your reason."),
-                id="detail",
-            )
-            yield Input(placeholder="the reason (optional; enter rejects)", id="reason")
+            yield Label(f"{self.VERB} “{self.subject}”?", id="question")
+            yield Static(Text(self.detail), id="detail")
+            yield Input(placeholder=f"the reason (optional; enter {self.VERB.lower()}s)", id="reason")
             with Horizontal(id="buttons"):
-                yield Button("Reject", variant="error", id="yes")
+                yield Button(self.VERB, variant="error", id="yes")
                 yield Button("Cancel", id="no")
 
     @on(Input.Submitted, "#reason")
@@ -215,6 +214,23 @@ class RejectScreen(ModalScreen[str | None]):
     @on(Button.Pressed, "#no")
     def action_cancel(self) -> None:
         self.dismiss(None)
+
+
+class DismissScreen(RejectScreen):
+    """Set aside a held change that went stale (its file changed under it), with a reason the agent
+    is told."""
+
+    TITLE = "dismiss a stale held change"
+    HELP_NOTE = "Type the reason (optional; the agent is told it); enter dismisses."
+    BINDINGS = [Binding("escape", "cancel", "Cancel", tooltip="Close and dismiss nothing"), HELP]
+    VERB = "Dismiss"
+
+    def __init__(self, subject: str, why: str | None) -> None:
+        super().__init__(
+            subject,
+            f"{why or 'Its file changed after the agent proposed it.'}\n"
+            "It cannot be installed any more. The agent that proposed it is told, with your reason.",
+        )
 
 
 @dataclass(frozen=True)

@@ -113,13 +113,19 @@ def runs_line(model: ConsoleModel, shown: int, following: bool, unseen: int) -> 
 
 
 def badges(model: ConsoleModel) -> dict[str, str]:
-    """What waits for the operator, by view: failed runs not yet seen, changes held or unreviewed."""
+    """What waits for the operator, by view: failed runs not yet seen, changes held (that can still be
+    decided) or unreviewed, attempts their test rejected not yet seen."""
     found = {}
     if model.failed_unseen:
         found["runs"] = f"{model.failed_unseen} failed"
+    attempts = "new attempt" if model.attempts_unseen == 1 else "new attempts"
     waiting = [
         f"{n} {what}"
-        for n, what in ((model.pending_count, "pending"), (model.unreviewed_count, "unreviewed"))
+        for n, what in (
+            (model.pending_count, "pending"),
+            (model.unreviewed_count, "unreviewed"),
+            (model.attempts_unseen, attempts),  # the agent's edits their test rejected, not yet seen
+        )
         if n
     ]
     if waiting:

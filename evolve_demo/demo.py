@@ -57,9 +57,10 @@ DEMO_CONFIG = """\
 }}
 """
 
-Say = Callable[[str, str], None]
+Say = Callable[[str, str, str | None], None]
 """How the demo tells the person something: (message, severity: information, warning, or fixed: the
-warning before was acted on, and goes)."""
+warning before was acted on, and goes; the commit it is about, which a key of the console then
+selects)."""
 
 
 class DemoError(RuntimeError):
@@ -86,8 +87,10 @@ def free_port() -> int:
 
 
 def without_settings(env: dict[str, str]) -> dict[str, str]:
-    """The user's own EVOLVE_* and OPENCODE_* settings would point the demo at their workspace."""
-    return {k: v for k, v in env.items() if not k.startswith(SETTINGS)}
+    """The user's own EVOLVE_* and OPENCODE_* settings would point the demo at their workspace. Where
+    evolve caches opencode is kept: the engine's behaviour checks start opencode from there too."""
+    kept = (opencode_setup.CACHE_VARIABLE,)
+    return {k: v for k, v in env.items() if k in kept or not k.startswith(SETTINGS)}
 
 
 class Demo:
@@ -107,8 +110,8 @@ class Demo:
         self.home = self.base / "home"
         self.workspace = self.base / "workspace"
         self.project = self.base / "project"
-        self.say: Say = lambda text, severity: None
-        self.story = Story(on_bad_edit=self._bad_edit_made)
+        self.say: Say = lambda text, severity, change: None
+        self.story = Story(on_bad_edit=self._bad_edit_made, on_keep_edit=self._keep_edit_made)
         self.model: MockLLM | None = None
         self.engine: subprocess.Popen[bytes] | None = None
         self.opencode: subprocess.Popen[bytes] | None = None
@@ -280,13 +283,34 @@ class Demo:
         except Exception as exc:  # shown in the console and printed at the end; the demo keeps its UI
             if not self.stopping.is_set():
                 self.driver_error = f"{type(exc).__name__}: {exc}"
-                self.say(f"the demo's chat stopped: {self.driver_error}; see {self.base}", "error")
+                self.say(f"the demo's chat stopped: {self.driver_error}; see {self.base}", "error", None)
+
+    def _last_change_to(self, path: str) -> str | None:
+        """The newest commit of the workspace that changed `path` (what a notice names)."""
+        proc = subprocess.run(
+            ["git", "-C", str(self.workspace), "log", "-1", "--format=%H", "--", path],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            env=without_settings(dict(os.environ)),
+        )
+        return proc.stdout.strip() or None
+
+    def _keep_edit_made(self) -> None:
+        self.say(
+            "The agent just added a rule to its chat prompt: never delete a note. To see what the "
+            'agent now does, select it (j) and check its behaviour (b): "forget a note" passes '
+            "before it and fails after; r reverts it.",
+            "information",
+            self._last_change_to("prompts/chat.md"),
+        )
 
     def _bad_edit_made(self) -> None:
         self.say(
             "The agent's heartbeat just edited hooks/notes.py: it passed its test, but it makes every "
-            "heartbeat forget unpinned notes. Find it in 5 Self-modifications and revert it (r).",
+            "heartbeat forget unpinned notes. Find it in 5 Self-modifications (j) and revert it (r).",
             "warning",
+            self._last_change_to("hooks/notes.py"),
         )
         threading.Thread(target=self._watch_for_the_fix, name="evolve-demo-fix", daemon=True).start()
 
@@ -301,6 +325,7 @@ class Demo:
                         "Done: hooks/notes.py no longer tells the heartbeat to forget notes. The sessions "
                         "you refreshed compose their prompt anew; the agent was told of the revert.",
                         "fixed",
+                        None,
                     )
                     return
 
@@ -368,6 +393,7 @@ def run(options: DemoOptions) -> int:
     Whatever ends it (`q`, a failed start, a signal at any moment: evolve_demo/signals.py), the stop
     runs to its end; the exit status is 0 after `q`, 1 after a failed start, 128 + the signal's number
     after a signal."""
+    from evolve_console.alerts import Alert, Severity
     from evolve_console.app import EvolveConsole
     from evolve_console.client import Target
     from evolve_console.command import run_in_terminal
@@ -385,23 +411,30 @@ def run(options: DemoOptions) -> int:
         found = demo.start()
         console = EvolveConsole(Target(found.url, found.token, str(demo.workspace)))
 
-        def say(text: str, severity: str) -> None:
+        def say(text: str, severity: str, change: str | None = None) -> None:
             deadline = time.monotonic() + 60
             while not console.is_running and time.monotonic() < deadline:
                 time.sleep(0.1)
             if severity == "fixed":  # the warning about the bad edit has been acted on: it goes
                 with contextlib.suppress(RuntimeError):
-                    console.call_from_thread(console.clear_notifications)
+                    console.call_from_thread(console.main.action_close_toasts)
                 severity = "information"
+            level: Severity = (
+                "warning" if severity == "warning" else "error" if severity == "error" else "information"
+            )
+            # The opening note goes after a while; a notice about a change names it, and the
+            # console's keys then select it (j) and revert it (R). None stays more than a minute:
+            # the console keeps them (N reads them again).
+            alert = Alert(
+                text,
+                level,
+                title="evolve demo",
+                timeout=20 if level == "information" else 60,
+                change=change,
+                revert=change if level == "warning" else None,
+            )
             with contextlib.suppress(RuntimeError):  # the console has closed already
-                console.call_from_thread(
-                    console.notify,
-                    text,
-                    title="evolve demo",
-                    severity=severity,
-                    # The opening note goes after a while; a warning stays until it is clicked away.
-                    timeout=20 if severity == "information" else 3600,
-                )
+                console.call_from_thread(console.alert, alert)
 
         demo.start_chat(say)
         threading.Thread(
@@ -410,6 +443,7 @@ def run(options: DemoOptions) -> int:
                 "A scripted model plays the agent here (no LLM, nothing leaves this machine). Watch the "
                 "views 1-6; q quits and stops the demo.",
                 "information",
+                None,
             ),
             daemon=True,
         ).start()

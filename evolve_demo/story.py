@@ -104,11 +104,18 @@ def _first(lines: str, prefix: str = "") -> str:
 class Story:
     """The scripted agent of the demo. Thread-safe: opencode may send requests of two sessions at once.
 
-    `on_bad_edit` is called once, when the bad hook edit has been accepted (its tool result says so).
+    `on_bad_edit` is called once, when the bad hook edit has been accepted (its tool result says so);
+    `on_keep_edit` once, when the prompt edit of scene 6 ("never delete a note") has been.
     """
 
-    def __init__(self, on_bad_edit: Callable[[], None] | None = None) -> None:
+    def __init__(
+        self,
+        on_bad_edit: Callable[[], None] | None = None,
+        on_keep_edit: Callable[[], None] | None = None,
+    ) -> None:
         self.on_bad_edit = on_bad_edit
+        self.on_keep_edit = on_keep_edit
+        self.keep_edit_done = False
         self._lock = threading.Lock()
         self.rejected_edit_seen = False
         self.bad_edit_tried = False
@@ -186,6 +193,11 @@ class Story:
                 edit = {"prompt": "chat.md", "oldString": KEEP_OLD, "newString": KEEP_NEW}
                 return Reply("I'll make that a rule of my chat prompt.", [("evolve_prompt_edit", edit)])
             if said.startswith("successfully"):
+                with self._lock:
+                    first_time = not self.keep_edit_done
+                    self.keep_edit_done = True
+                if first_time and self.on_keep_edit is not None:
+                    self.on_keep_edit()
                 return Reply("Done: my chat prompt now says never to delete a note.")
             return Reply(f"I could not change my prompt: {_first(said)}")
         if user.startswith("Add a note: "):

@@ -20,6 +20,7 @@ from textual.widget import Widget
 from textual.worker import Worker
 
 from ..agent import Agent
+from ..alerts import Named
 from ..detail import DetailPane
 from ..messages import OpenSession, pass_failure_up
 from ..model import ChangeEntry, ConsoleModel, Part, Update
@@ -95,6 +96,11 @@ class View(Vertical):
     @classmethod
     def session_of(cls, model: ConsoleModel, key: str | None) -> str | None:
         """The session of the row `key` as the model knows it; None when it has none or is not known."""
+        return None
+
+    def named_change(self) -> Named | None:
+        """The change what is selected here names (the change behind a failed run, a degraded tick),
+        which the screen's keys show and revert when no alert on screen names one."""
         return None
 
     # ---- its keys ------------------------------------------------------------------------------

@@ -1,6 +1,7 @@
 """The selected change in the changes view: what the operator needs above its diff (who made it, why,
-what was checked, where it stands, its latest replay) and the diff itself, or one file of it whole.
-It fetches what it shows through the agent (`changesource.py`)."""
+what was checked, where it stands, the hooks failing since it, its latest replay and behaviour
+checks, who runs it) and the diff itself, or one file of it whole. It fetches what it shows through
+the agent (`changesource.py`)."""
 
 from __future__ import annotations
 
@@ -11,15 +12,18 @@ from textual import work
 from textual.worker import Worker
 
 from ..agent import Agent
-from ..changesource import WholeFile, change_diff, latest_replay, whole_file
+from ..alerts import SHOW_KEY
+from ..changesource import ChangeDiff, WholeFile, change_diff, change_reach, latest_replay, whole_file
 from ..describe import evidence_text
 from ..detail import Part
 from ..diffmodel import FileDiff
-from ..diffprepare import Prepared
 from ..diffview import DiffView
+from ..entries import ATTEMPT
+from ..evals import eval_text, latest_eval
 from ..format import as_json, date_time, preview
 from ..messages import pass_failure_up
 from ..model import ChangeEntry
+from ..reach import reach_text
 from ..replay import replay_line
 
 Namer = Callable[[str | None], str]
@@ -32,7 +36,9 @@ STATES = {
     "none": ("no review", "dim"),
     "pending": ("awaits review", "bold red reverse"),
     "rejected": ("rejected", "red"),
-    "stale": ("stale", "red"),
+    "stale": ("stale", "bold yellow"),
+    "dismissed": ("dismissed", "dim"),
+    ATTEMPT: (ATTEMPT, "red"),
 }
 
 
@@ -41,6 +47,15 @@ def state_text(c: ChangeEntry) -> Text:
     if c.state == "reverted" and c.reverted_by:
         label = f"reverted by {c.reverted_by[:7]}"
     return Text(label, style=style)
+
+
+def failing_text(c: ChangeEntry) -> Text | None:
+    """`failing since: 3 runs`, for a change the hooks failing since it most likely started failing
+    with; None when none is."""
+    if not c.failing:
+        return None
+    runs = c.failing_runs
+    return Text(f"failing since: {runs} run{'s' if runs != 1 else ''}", style="bold red")
 
 
 class ChangeDetail(DiffView):
@@ -73,24 +88,46 @@ class ChangeDetail(DiffView):
     @work(exclusive=True, group="change-detail", exit_on_error=False, name="load the change")
     async def _load(self, change: ChangeEntry) -> None:
         client = self.agent.client
-        extra = replay_line(await latest_replay(client, change))
-        prepared, truncated = await change_diff(client, change)
-        self.show_change(change, prepared, truncated, self.agent.name_session, extra)
+        extra = Text()
+        if change.attempt_id is None:
+            extra.append_text(replay_line(await latest_replay(client, change)))
+            extra.append("\n")
+            extra.append_text(eval_text(await latest_eval(client, change)))
+        reach = reach_text(await change_reach(client, change)) if change.is_commit else None
+        diff = await change_diff(client, change)
+        self.show_change(change, diff, self.agent.name_session, extra, reach)
 
     @staticmethod
     def head_of(c: ChangeEntry, name: Namer) -> tuple[Text, list[Part]]:
         """What the operator needs above the diff: who, why, what was checked, where it stands."""
         head = Text()
+        if c.attempt_id is not None:
+            head.append("attempt: ", style="bold red")  # the same subject as the commit it was not
         head.append(c.subject or "", style="bold")
         head.append(f"\n{c.origin} · {date_time(c.time)}")
         if c.sha:
             head.append(f" · {c.sha[:12]}")
         head.append(" · ")
         head.append_text(state_text(c))
+        if c.attempt_id is not None:
+            head.append("\nnever installed: its test rejected it (it takes no decision)", style="red")
+        failing = failing_text(c)
+        if failing is not None:
+            head.append("\n")
+            head.append_text(failing)
+            for f in c.failing:
+                runs = f"{f.runs} failed run{'s' if f.runs != 1 else ''}"
+                head.append(f"\n  hooks/{f.hook} at {f.stage}: {runs}: {f.error}", style="red")
+            if c.revertible and c.state != "reverted":
+                head.append("\n  (r reverts it, asking first)", style="dim")
         if c.review:
             head.append(f"\n{c.review}", style="green")
         if c.note:
-            head.append(f"\n{c.note}", style="red")
+            head.append(f"\n{c.note}", style="red" if c.state != "stale" else "yellow")
+        if c.stale and c.changed_by:
+            head.append(f"\nchanged under it by {c.changed_by[:10]} ({SHOW_KEY}: show it) · d: dismiss it")
+        if c.evals:
+            head.append(f"\n{c.evals}", style="bold red" if "fails after" in c.evals else "")
         prov = c.provenance
         session = c.session
         if session:
@@ -111,17 +148,32 @@ class ChangeDetail(DiffView):
             parts.append(Part("call", f"the call: {prov.tool}", as_json(prov.args)))
             if prov.validation is not None:
                 parts.append(Part("validation", "what was checked", evidence_text(prov.validation)))
+            elif c.untested:
+                parts.append(Part("validation", "what was checked", "", empty=c.untested))
             elif any(f.startswith("hooks/") for f in c.files):
                 parts.append(
                     Part("validation", "what was checked", "", empty="(no test ran: the hook has none)")
                 )
+        elif c.untested:
+            parts.append(Part("validation", "what was checked", "", empty=c.untested))
         return head, parts
 
     def show_change(
-        self, c: ChangeEntry, diff: Prepared | str, truncated: bool, name: Namer, extra: Text | None = None
+        self,
+        c: ChangeEntry,
+        diff: ChangeDiff,
+        name: Namer,
+        extra: Text | None = None,
+        reach: Text | None = None,
     ) -> None:
+        """`extra`: the latest replay and behaviour checks, under the change's head; `reach`: who runs
+        it, after why it was made and what was checked, just above the diff."""
         head, parts = self.head_of(c, name)
-        if extra is not None:  # the latest replay's summary
+        tail = c.provenance.validation.output_tail if c.provenance and c.provenance.validation else ""
+        if diff.test_output is not None and diff.test_output.strip() != tail.strip():
+            # The whole output, when the evidence above holds only its end.
+            parts.append(Part("output", "the output of the test that rejected it", diff.test_output))
+        if extra is not None:
             head.append("\n")
             head.append_text(extra)
         for part in parts:  # the diff pane draws one head: the parts above the diff go into it
@@ -131,10 +183,17 @@ class ChangeDetail(DiffView):
                 head.append(shown + (f"\n… {more:,} more characters (the turn: enter)" if more else ""))
             else:
                 head.append(part.empty, style="dim")
-        if truncated:
+        if reach is not None:
+            head.append("\n\n")
+            head.append_text(reach)
+        if diff.truncated:
             head.append("\n(diff truncated; see it in full with git show)", style="yellow")
+        if diff.warning:
+            head.append(f"\n{diff.warning}", style="yellow")
+        if c.attempt_id is not None:
+            head.append("\n\nthe diff it proposed:", style="bold")
         self.shown_key = c.key
-        self.show(head, diff, empty="(no textual changes)")
+        self.show(head, diff.prepared, empty="(no textual changes)")
 
     # ---- one file whole ---------------------------------------------------------------------------
 
@@ -148,7 +207,9 @@ class ChangeDetail(DiffView):
         file = self.current_file()
         if change is None or change.key != self.shown_key:
             return
-        if file is None:
+        if change.attempt_id is not None:
+            self.notify("an attempt was never installed: its diff is what it proposed", timeout=4)
+        elif file is None:
             self.notify("this change has no file to show", timeout=4)
         elif file.binary:
             self._binary(file)

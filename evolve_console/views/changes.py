@@ -1,7 +1,9 @@
-"""View 5, self-modifications: the workspace's git history and the changes held for review, each with
-where it came from and its review state; the selected change with why it was made, what was checked,
-and its diff (`ChangeDetail`: full width, side by side, whole file). The operator's decisions on the
-selected change (approve, revert, reject) are made here, each asked first where it must be."""
+"""View 5, self-modifications: the workspace's git history, the changes held for review and the
+attempts their test rejected, each with where it came from and its review state; the selected
+change with why it was made, what was checked, the hooks failing since it, its latest replay and
+behaviour checks, who runs it, and its diff (`ChangeDetail`: full width, side by side, whole file).
+The operator's decisions on the selected change (approve, revert, reject, dismiss) are made here,
+each asked first where it must be; its behaviour checks and its reach open from here too."""
 
 from __future__ import annotations
 
@@ -14,21 +16,27 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.widgets import Button
 
-from engine.protocol.records import ReplayProgress
+from engine.protocol import calls
+from engine.protocol.records import EvalRun, Reach, ReplayProgress
 
 from .. import decisions
 from ..agent import Agent
+from ..alerts import Named
+from ..decisions import Outcome
 from ..difflayout import MIN_SPLIT
+from ..evals import EVAL_KEY, EvalScreen
 from ..format import clock_time
 from ..messages import COMMAND_GROUP, Go, Reload, Toast
 from ..model import ChangeEntry, ConsoleModel, Part, Update
 from ..palette import Command
+from ..reach import REACH_KEY, ReachScreen
 from ..replay import ReplayScreen
-from ..screens import ConfirmScreen, RejectScreen, RevertChoice, RevertScreen
+from ..screens import ConfirmScreen, DismissScreen, RejectScreen, RevertChoice, RevertScreen
 from ..table import KeyedTable
+from ..threeway import ThreeWayScreen
 from ..turn import Turn, TurnScreen, load_turn
 from .base import FOLLOW, OPEN, TableView
-from .changedetail import ChangeDetail, state_text
+from .changedetail import ChangeDetail, failing_text, state_text
 
 ORIGIN_STYLES = {
     "agent": "bold magenta",
@@ -39,18 +47,25 @@ ORIGIN_STYLES = {
     "hook": "blue",
 }
 DECISIONS = ("approve", "revert", "reject")  # the keys its buttons mirror
+# The keys that act on a version of the change (the engine replays or checks it, or tells who runs it).
+VERSIONED = ("replay", "evaluate", "reach")
 DIFF_WIDTH = 70  # columns the diff keeps beside the table when the table could use them
 
 
 def change_row(c: ChangeEntry) -> tuple[str, list[Any]]:
+    """A row: a change followed by failures says so in its review column (what needs the operator
+    first), a held change's subject is followed by its behaviour checks' line."""
     origin = c.origin or "manual"
     who = "agent (held)" if origin == "pending" else origin
+    subject = Text(c.subject)
+    if c.evals:
+        subject.append(f"  {c.evals}", style="bold red" if "fails after" in c.evals else "dim")
     return str(c.key), [
         clock_time(c.time),
         Text(who, style=ORIGIN_STYLES.get(origin, "")),
-        c.subject,
+        subject,
         ", ".join(c.files or []),
-        state_text(c),
+        failing_text(c) or state_text(c),
     ]
 
 
@@ -69,9 +84,9 @@ class ChangesView(TableView):
         Binding(
             "d",
             "reject",
-            "Reject",
+            "Reject/dismiss",
             id="change.reject",
-            tooltip="Reject the selected pending change (asks why)",
+            tooltip="Reject the selected held change, or dismiss one gone stale (asks why)",
         ),
         Binding(
             "e",
@@ -79,6 +94,21 @@ class ChangesView(TableView):
             "Replay",
             id="change.replay",
             tooltip="Replay the selected change on recorded traffic: what it changes for the agent",
+        ),
+        Binding(
+            EVAL_KEY,
+            "evaluate",
+            "Check behaviour",
+            id="change.evaluate",
+            tooltip="Run the behaviour checks (the workspace's scenarios) before and after the selected "
+            "change, through opencode",
+        ),
+        Binding(
+            REACH_KEY,
+            "reach",
+            "Who runs it",
+            id="change.reach",
+            tooltip="The sessions that run the selected change, and the agent's answers since",
         ),
         Binding(
             "w",
@@ -121,13 +151,25 @@ class ChangesView(TableView):
             "change: revert selected", "revert", "undo the selected change with a new commit", show=False
         ),
         Command(
-            "change: reject selected pending change", "reject", "drop a change that awaits review", show=False
+            "change: reject selected pending change",
+            "reject",
+            "drop a change that awaits review, or dismiss one gone stale",
+            show=False,
         ),
         Command(
             "change: replay selected",
             "replay",
             "what the change does to the agent's recorded traffic",
             show=False,
+        ),
+        Command(
+            "change: check the behaviour of selected",
+            "evaluate",
+            "the scenarios before and after it, through opencode",
+            show=False,
+        ),
+        Command(
+            "change: who runs selected", "reach", "the sessions that run it, their answers since", show=False
         ),
         Command("diff: full width or beside the table", "diff_wide", "w in view 5"),
         Command("diff: side by side or unified", "diff_split", "v in view 5"),
@@ -156,7 +198,7 @@ class ChangesView(TableView):
         with Horizontal(id="change-actions"):
             yield Button("Approve (a)", id="change-approve", variant="success")
             yield Button("Revert (r)", id="change-revert", variant="error")
-            yield Button("Reject pending (d)", id="change-reject", variant="warning")
+            yield Button("Reject/dismiss (d)", id="change-reject", variant="warning")
         with Horizontal(classes="split changes-split"):
             yield KeyedTable(
                 [
@@ -198,11 +240,22 @@ class ChangesView(TableView):
 
     def apply(self, update: Update) -> None:
         super().apply(update)
-        # A replay of the selected change ended: its line in the detail says so now.
+        # A replay or behaviour checks of the selected change ended: its detail says so now.
         selected = self.selected_change()
         ended = {r.target for r in update.replays if not isinstance(r, ReplayProgress)}
+        ended |= {e.target for e in update.evals if isinstance(e, EvalRun)}
         if selected is not None and (selected.pending_id or selected.key) in ended:
             self.detail.load_change(selected)
+
+    def looked_at(self) -> None:
+        self.model.looked_at_changes()  # the attempts are seen now
+
+    def named_change(self) -> Named | None:
+        """A held change gone stale names the commit that changed its file under it."""
+        change = self.selected_change()
+        if change is not None and change.stale and change.changed_by:
+            return Named(change.changed_by)
+        return None
 
     def highlighted(self, key: str) -> None:
         self.refresh_decisions()
@@ -221,22 +274,31 @@ class ChangesView(TableView):
 
     # ---- which keys act ------------------------------------------------------------------------
 
-    ENGINE_KEYS = frozenset({"approve", "revert", "reject", "replay", "diff_file", "open"})
+    ENGINE_KEYS = frozenset(
+        {"approve", "revert", "reject", "replay", "evaluate", "reach", "diff_file", "open"}
+    )
 
     @classmethod
     def key_state(cls, action: str, change: ChangeEntry | None, connected: bool = True) -> bool | None:
         if action in cls.ENGINE_KEYS and not connected:
             return None
         if action == "diff_file":
-            return change is not None or None
-        if action in ("approve", "revert", "reject", "replay"):
-            if change is None:
+            return (change is not None and change.attempt_id is None) or None
+        if action in (*DECISIONS, *VERSIONED):
+            if change is None or change.attempt_id is not None:
+                return None  # an attempt was never installed: nothing to decide, replay or check
+            if action == "reject" and not (change.awaits_decision or change.stale):
                 return None
-            if action == "reject" and not change.awaits_decision:
-                return None
-            if action == "approve" and change.pending_id and not change.awaits_decision:
+            # A stale one is asked too: the engine's refusal shows the three versions to compare.
+            if action == "approve" and change.pending_id and not (change.awaits_decision or change.stale):
                 return None
             if action == "revert" and not change.revertible:
+                return None
+            if action == "evaluate" and change.pending_id and not change.awaits_decision:
+                return None  # the engine checks only a held change that can still be decided
+            if action == "evaluate" and change.origin == "initial":
+                return None  # nothing before it to compare with
+            if action == "reach" and not change.is_commit:
                 return None
         return True
 
@@ -272,8 +334,23 @@ class ChangesView(TableView):
 
     @work(group=COMMAND_GROUP, exit_on_error=False, name="approve the change")
     async def approve_change(self, change: ChangeEntry) -> None:
-        self.notify(await decisions.approve(self.agent.client, change), timeout=5)
+        outcome = await decisions.approve(self.agent.client, change)
         self.post_message(Reload(Part.CHANGES))
+        if outcome.three is not None:
+            self.show_refusal(change, outcome)
+        else:
+            self.notify(outcome.text, timeout=5)
+
+    def show_refusal(self, change: ChangeEntry, outcome: Outcome) -> None:
+        """An approval refused because the file changed under the held change: the three versions;
+        dismissing it from there asks for a reason."""
+        assert outcome.three is not None
+
+        def closed(dismiss: bool | None) -> None:
+            if dismiss:
+                self.ask_dismiss(change, outcome.text)
+
+        self.app.push_screen(ThreeWayScreen(change.subject, outcome.three), closed)
 
     @on(Button.Pressed, "#change-revert")
     def action_revert(self) -> None:
@@ -301,10 +378,31 @@ class ChangesView(TableView):
         self.notify(outcome.text, timeout=6)
         self.post_message(Reload(Part.CHANGES))
 
+    def revert_commit(self, sha: str) -> None:
+        """The revert dialog for the commit `sha` (the change an alert names), fetched when it is
+        older than the changes shown."""
+        known = self.model.changes.get(sha)
+        if known is not None:
+            if known.revertible:
+                self.ask_revert(known)
+            return
+        self.revert_unlisted(sha)
+
+    @work(group="lookups", exit_on_error=False, name="read the change to revert")
+    async def revert_unlisted(self, sha: str) -> None:
+        change = ChangeEntry.commit(await self.agent.client.send(calls.change(sha)))
+        if change.revertible:
+            self.ask_revert(change)
+
     @on(Button.Pressed, "#change-reject")
     def action_reject(self) -> None:
         change = self.selected_change()
-        if change is None or not change.awaits_decision:
+        if change is None:
+            return
+        if change.stale:
+            self.ask_dismiss(change, change.note)
+            return
+        if not change.awaits_decision:
             return
 
         def reason(given: str | None) -> None:
@@ -313,9 +411,21 @@ class ChangesView(TableView):
 
         self.app.push_screen(RejectScreen(change.subject), reason)
 
+    def ask_dismiss(self, change: ChangeEntry, why: str | None) -> None:
+        def reason(given: str | None) -> None:
+            if given is not None:
+                self.dismiss_change(change, given)
+
+        self.app.push_screen(DismissScreen(change.subject, why), reason)
+
     @work(group=COMMAND_GROUP, exit_on_error=False, name="reject the change")
     async def reject_change(self, change: ChangeEntry, reason: str) -> None:
         self.notify(await decisions.reject(self.agent.client, change, reason), timeout=5)
+        self.post_message(Reload(Part.CHANGES))
+
+    @work(group=COMMAND_GROUP, exit_on_error=False, name="dismiss the change")
+    async def dismiss_change(self, change: ChangeEntry, reason: str) -> None:
+        self.notify(await decisions.dismiss(self.agent.client, change, reason), timeout=5)
         self.post_message(Reload(Part.CHANGES))
 
     # ---- other keys ----------------------------------------------------------------------------
@@ -352,6 +462,35 @@ class ChangesView(TableView):
         if change is not None:
             agent = self.agent
             self.app.push_screen(ReplayScreen(lambda: agent.client, change))
+
+    def action_evaluate(self) -> None:
+        change = self.selected_change()
+        if change is not None and change.attempt_id is None:
+            agent = self.agent
+            self.app.push_screen(EvalScreen(lambda: agent.client, change))
+
+    def action_reach(self) -> None:
+        change = self.selected_change()
+        if change is not None and change.is_commit:
+            self.open_reach(change)
+
+    @work(group="lookups", exit_on_error=False, name="read who runs the change")
+    async def open_reach(self, change: ChangeEntry) -> None:
+        self.show_reach(change, await self.agent.client.send(calls.reach(change.key)))
+
+    def show_reach(self, change: ChangeEntry, reach: Reach, at: str | None = None) -> None:
+        """Who runs the change, on a screen: a session opens in view 3, an answer's stage result in
+        view 2; escape from there comes back to this screen as it was."""
+        screen = ReachScreen(change.subject, reach, at)
+
+        def done(opened: tuple[str, str] | None) -> None:
+            if opened is None:
+                return
+            what, key = opened
+            view = "sessions" if what == "session" else "stages"
+            self.post_message(Go(view, key, back=lambda: self.show_reach(change, reach, screen.left_at)))
+
+        self.app.push_screen(screen, done)
 
     def action_toggle_needs_review(self) -> None:
         self.needs_review_only = not self.needs_review_only

@@ -1,4 +1,6 @@
-"""View 4, heartbeat: its state and countdown, the cleanup gauges, the last tick, fire and pause."""
+"""View 4, heartbeat: its state and countdown, the cleanup gauges, the last tick (a degraded one with
+the hook that failed, its error and the change most likely behind it), the last ticks, fire and
+pause."""
 
 from __future__ import annotations
 
@@ -12,9 +14,10 @@ from textual.binding import BindingType
 from textual.containers import Horizontal
 from textual.widgets import Button, Label, ProgressBar, Static
 
-from engine.protocol import HeartbeatStatus
+from engine.protocol import HeartbeatStatus, TickResult
 
 from .. import controls
+from ..alerts import REVERT_KEY, SHOW_KEY, Named
 from ..format import as_json, clock_time, countdown, date_time, duration, session_label, short
 from ..messages import COMMAND_GROUP, Reload, Toast
 from ..model import Part
@@ -23,6 +26,46 @@ from ..screens import MoreScreen
 from ..section import Section
 from .base import MORE, View
 
+OUTCOME_STYLES = {"ok": "green", "degraded": "bold yellow", "skipped": "dim", "failed": "bold red"}
+HISTORY_SHOWN = 10  # ticks listed in the view (m shows the last tick in full)
+
+
+def tick_lines(tick: TickResult) -> list[str]:
+    """A tick in full, as the view shows the last one: its outcome and why, the hooks that failed
+    (their error and the change most likely behind each), the cleanup, the message it sent."""
+    lines = [f"{tick.trigger} tick at {date_time(tick.started_at)}: {tick.outcome}"]
+    if tick.reason:
+        lines.append(f"reason: {tick.reason}")
+    for failure in tick.failures:
+        lines.append(f"failed: hooks/{failure.hook} at {failure.stage}: {failure.error}")
+        lines.append(f"  the change behind it: {failure.cause or 'no change explains it'}")
+        if failure.suspect is not None:
+            keys = f"  {SHOW_KEY}: show it in view 5"
+            if failure.suspect.origin != "initial":
+                keys += f" · {REVERT_KEY}: revert it"
+            lines.append(keys)
+    if tick.prompt and tick.outcome == "degraded":
+        lines.append(f"the message came from: {tick.prompt}")
+    if tick.cleanup:
+        lines.append(f"cleanup: {as_json(tick.cleanup)}")
+    if tick.user:
+        lines.append(f"sent: [heartbeat] {short(tick.user, 400)}")
+    lines.append(f"took {duration(tick.duration_ms)}")
+    return lines
+
+
+def history_text(ticks: list[TickResult]) -> Text:
+    """The last ticks, newest first, one line each."""
+    text = Text()
+    for tick in ticks[:HISTORY_SHOWN]:
+        if text:
+            text.append("\n")
+        text.append(f"{clock_time(tick.started_at)} {tick.trigger:<6} ")
+        text.append(tick.outcome, style=OUTCOME_STYLES.get(tick.outcome, ""))
+        if tick.reason:
+            text.append(f": {short(tick.reason, 160)}", style="dim")
+    return text
+
 
 class HeartbeatView(View, can_focus=True):
     """Interval, countdown, state, the cleanup gauges, and the actions. It takes the focus itself
@@ -30,7 +73,7 @@ class HeartbeatView(View, can_focus=True):
 
     NAME = "heartbeat"
     LABEL = "Heartbeat"
-    PARTS = frozenset({Part.HEARTBEAT})
+    PARTS = frozenset({Part.HEARTBEAT, Part.TICKS})
     BINDINGS: ClassVar[list[BindingType]] = [MORE]
 
     def compose(self) -> ComposeResult:
@@ -44,6 +87,8 @@ class HeartbeatView(View, can_focus=True):
         yield Label("tokens in the heartbeat session", classes="gauge-label", id="hb-tokens-label")
         yield ProgressBar(id="hb-tokens", show_eta=False)
         yield Section("last tick", id="hb-last")
+        yield Label("last ticks, newest first", classes="gauge-label")
+        yield Static("", id="hb-history", markup=False)
 
     def show_status(
         self,
@@ -91,6 +136,9 @@ class HeartbeatView(View, can_focus=True):
             f" · model {model.get('providerID')}/{model.get('modelID')}" if model else " · model: none yet"
         )
         text.append(f"\nsession {session} · last heartbeat {date_time(st.time) if st.time else 'never'}")
+        if st.degraded:
+            text.append("\ndegraded: ", style="bold yellow")
+            text.append(st.degraded)
         workspace = self.model.status.workspace if self.model.status else self.agent.workspace
         if state == "WAITING" and workspace:
             text.append("\n\n")
@@ -100,15 +148,7 @@ class HeartbeatView(View, can_focus=True):
         self._gauge("tokens", st.tokens, st.tokens_threshold, "tokens in the heartbeat session")
         last = st.last
         if last:
-            lines = [f"{last.trigger} tick at {date_time(last.started_at)}: {last.outcome}"]
-            if last.reason:
-                lines.append(f"reason: {last.reason}")
-            if last.cleanup:
-                lines.append(f"cleanup: {as_json(last.cleanup)}")
-            if last.user:
-                lines.append(f"sent: [heartbeat] {short(last.user, 400)}")
-            lines.append(f"took {duration(last.duration_ms)}")
-            self.query_one("#hb-last", Section).show("\n".join(lines))
+            self.query_one("#hb-last", Section).show("\n".join(tick_lines(last)))
         else:
             self.query_one("#hb-last", Section).show("", empty="(no tick yet)")
         self.query_one("#hb-pause", Button).display = not paused
@@ -131,11 +171,23 @@ class HeartbeatView(View, can_focus=True):
     # ---- drawing -----------------------------------------------------------------------------
 
     def draw(self, part: Part) -> None:
+        ticks = self.model.ticks  # the history, with the status: a tick's event brings both
+        shown = history_text(ticks) if ticks else Text("(no tick yet)", style="dim")
+        self.query_one("#hb-history", Static).update(shown)
         heartbeat = self.model.heartbeat
         if heartbeat is not None:
             # While the engine does not answer, the status is as it was last known.
             as_of = None if self.model.connected else self.agent.heard_at
             self.show_status(heartbeat, self.agent.clock(), as_of, self.agent.name_session)
+
+    def named_change(self) -> Named | None:
+        """A degraded last tick names the change most likely behind the hook that failed."""
+        heartbeat = self.model.heartbeat
+        last = heartbeat.last if heartbeat is not None else None
+        suspect = controls.tick_suspect(last) if last is not None and last.outcome == "degraded" else None
+        if suspect is None:
+            return None
+        return Named(suspect.sha, suspect.sha if suspect.origin != "initial" else None)
 
     def tick(self) -> None:
         if self.display:
@@ -162,8 +214,17 @@ class HeartbeatView(View, can_focus=True):
 
     @work(group=COMMAND_GROUP, exit_on_error=False, name="fire the heartbeat")
     async def fire_heartbeat(self) -> None:
-        said, severity = await controls.fire(self.agent.client)
-        self.post_message(Toast(said, "information" if severity == "information" else "warning"))
+        tick = await controls.fire(self.agent.client)
+        said, severity = controls.tick_said(tick)
+        suspect = controls.tick_suspect(tick)
+        toast = Toast(
+            said,
+            "information" if severity == "information" else "warning",
+            12.0 if suspect is not None else 8.0,
+            change=suspect.sha if suspect else None,
+            revert=suspect.sha if suspect is not None and suspect.origin != "initial" else None,
+        )
+        self.post_message(toast)
         self.post_message(Reload(Part.HEARTBEAT))
 
     @work(group=COMMAND_GROUP, exit_on_error=False, name="pause or resume the heartbeat")

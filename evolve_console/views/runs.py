@@ -1,4 +1,5 @@
-"""View 1, hook runs: every execution of a hook script, with filters, and the selected run in detail."""
+"""View 1, hook runs: every execution of a hook script, with filters, and the selected run in detail
+(a failed one with the error's own last line and the change most likely behind it)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,12 @@ from textual.binding import Binding, BindingType
 from textual.containers import Horizontal
 from textual.widgets import Input, Label, Static, Switch
 
-from engine.protocol import HookRun
+from engine.protocol import HookRun, calls
+from engine.protocol.records import Failure
 
 from ..agent import Agent
+from ..alerts import REVERT_KEY, SHOW_KEY, Named
+from ..client import EngineError
 from ..detail import DetailPane, Part
 from ..format import as_json, clock_time, date_time, duration
 from ..line import Line
@@ -62,6 +66,7 @@ class RunsView(TableView):
     def __init__(self, agent: Agent) -> None:
         super().__init__(agent)
         self.run: HookRun | None = None  # the selected run, in full
+        self.cause: Failure | None = None  # the failure it is part of, when it failed
         self._guide: Text | None = None  # how to connect opencode, shown above the runs while none is
 
     def compose(self) -> ComposeResult:
@@ -142,7 +147,7 @@ class RunsView(TableView):
             status_text(run),
         ]
 
-    def show_run(self, run: HookRun, name: Callable[[str | None], str]) -> None:
+    def show_run(self, run: HookRun, name: Callable[[str | None], str], cause: Failure | None = None) -> None:
         head = Text()
         head.append(f"{run.stage}  hooks/{run.hook}", style="bold")
         session = f"{name(run.session)} ({run.session})" if run.session else "-"
@@ -156,10 +161,13 @@ class RunsView(TableView):
         if run.stderr_truncated:
             stderr += "\n[stderr was cut by the engine at 256 KiB]"
         lines = run.stdout_lines or []
+        parts = [Part("error", "error", run.error or "", empty="(no error)")]
+        if cause is not None:
+            parts.append(Part("cause", "why it failed", cause_text(cause)))
         self.query_one(DetailPane).show(
             head,
             [
-                Part("error", "error", run.error or "", empty="(no error)"),
+                *parts,
                 Part("stderr", "stderr", stderr),
                 Part("result", "parsed result", "" if run.result is None else as_json(run.result)),
                 Part(
@@ -199,7 +207,7 @@ class RunsView(TableView):
     def _drop_stale_run(self) -> None:
         """The selected run is no longer listed (a filter): its details go too."""
         if self.run is not None and self.run.id not in self.table.rows:
-            self.run = None
+            self.run, self.cause = None, None
             self.query_one(DetailPane).show(Text("select a run"), [])
 
     # ---- the selected run ------------------------------------------------------------------------
@@ -212,8 +220,23 @@ class RunsView(TableView):
     async def load_run(self, run_id: str) -> None:
         await asyncio.sleep(0.05)  # cursor moving fast: only the row it stops on is fetched
         run = await self.agent.run(run_id)
-        self.run = run
-        self.show_run(run, self.agent.name_session)
+        cause = None
+        if run.error is not None:
+            try:
+                cause = await self.agent.client.send(calls.run_cause(run_id))
+            except EngineError:
+                cause = None  # the journal no longer has what explains it
+        self.run, self.cause = run, cause
+        self.show_run(run, self.agent.name_session, cause)
+        self.screen.refresh_bindings()  # the keys that show and revert its cause
+
+    def named_change(self) -> Named | None:
+        """A failed run names the change most likely behind its failure."""
+        cause = self.cause
+        if cause is None or cause.suspect is None or self.run is None or self.run.id != self.selected_key():
+            return None
+        suspect = cause.suspect
+        return Named(suspect.sha, suspect.sha if suspect.origin != "initial" else None)
 
     @classmethod
     def session_of(cls, model: ConsoleModel, key: str | None, run: HookRun | None = None) -> str | None:
@@ -247,3 +270,26 @@ class RunsView(TableView):
         self.model.run_filter = self.run_filter()
         self.table.empty = self.empty_text()
         self.post_message(Reload(ModelPart.RUNS))
+
+
+def cause_text(cause: Failure) -> str:
+    """A failed run's failure as the operator reads it: the error's own last line, where, the change
+    most likely behind it (or that none explains it), what the stage fell back to."""
+    lines = [f"{cause.error}" + (f" (at {cause.where})" if cause.where else "")]
+    if cause.exit and cause.exit != cause.error:
+        lines.append(f"the run: {cause.exit}")
+    lines.append(cause.cause or "no change explains it")
+    if cause.suspect is not None:
+        suspect = cause.suspect
+        lines.append(f"that change: {suspect.sha[:10]} “{suspect.subject}” ({suspect.because})")
+        keys = f"{SHOW_KEY}: show it in view 5"
+        if suspect.origin != "initial":
+            keys += f" · {REVERT_KEY}: revert it"
+        lines.append(keys)
+    if cause.fallback:
+        lines.append(cause.fallback)
+    state = {"started": "failing", "failing": "failing", "cleared": "runs fine again"}.get(
+        cause.state, cause.state
+    )
+    lines.append(f"{state}: {cause.runs} failed run{'s' if cause.runs != 1 else ''} at {cause.stage}")
+    return "\n".join(lines)

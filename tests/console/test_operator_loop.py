@@ -714,10 +714,15 @@ def test_a_held_change_counts_as_pending_rings_the_bell_and_raises_a_toast(
             lambda: f"the toast (notifications: {notifications(seen)})",
         )
         (toast,) = [n for n in notifications(seen) if "awaits your review" in n[2]]
-        assert toast == ("warning", "", "a change awaits your review: edit prompt chat.md (prompts/chat.md)")
+        (pending,) = engine.get("/v1/changes")["pending"]
+        # Its title names the change and the key that selects it.
+        assert toast == (
+            "warning",
+            f"held for review · j: show {pending['id']}",
+            "a change awaits your review: edit prompt chat.md (prompts/chat.md)",
+        )
         await settle(pilot)
         assert rings == ([1] if bell else [])
-        (pending,) = engine.get("/v1/changes")["pending"]
         await pilot.press("6")  # the call that made it: held, naming the change
         tools = table(app, "tools")
         await wait_until(pilot, lambda: held["id"] in tools.rows, "the call")
@@ -745,7 +750,16 @@ def test_a_hook_that_starts_failing_alerts_once_and_the_runs_badge_clears_when_s
             pilot, lambda: [n for n in notifications(seen) if "started failing" in n[2]], "the alert"
         )
         alerts = [n for n in notifications(seen) if "started failing" in n[2]]
-        assert alerts == [("warning", "", "hooks/fail_idle.py started failing at idle: exit 1")]
+        # The error's own last line (its stderr), and the change most likely behind it: the hook
+        # was added by hand, committed as an external change; the keys show and revert it.
+        (failure,) = engine.get("/v1/failures")["failures"]
+        sha = failure["suspect"]["sha"]
+        assert failure["message"].startswith(
+            f"hooks/fail_idle.py started failing at idle: no idle today (since {sha[:7]}, external, "
+        )
+        assert alerts == [
+            ("warning", f"a hook started failing · j: show {sha[:7]} · R: revert it", failure["message"])
+        ]
         assert rings == [1]
 
         await asyncio.to_thread(engine.stage, "idle", {"answer": "again"})

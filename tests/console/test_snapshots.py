@@ -1,10 +1,11 @@
-"""Snapshots of the console's six views and the turn screen, against a real engine serving fixed data.
+"""Snapshots of the console's six views, the turn screen, the help, an alert, an attempt, who runs a
+change and a change's behaviour checks, against a real engine serving fixed data.
 
 Everything the screen shows is fixed before the engine starts: the journal (hook runs, stage
-dispatches, sessions, tool calls) is written with `engine.journal.Journal` from records with fixed
-ids, times and durations; the git history is made with fixed content, author and dates (and a fixed
-review note and provenance note); the heartbeat's last tick and a pending change are fixed files in
-state/. The workspace has no hooks, so the engine records nothing of its own. The console's clock is
+dispatches, sessions, tool calls, an attempt) is written with `engine.journal.Journal` from records
+with fixed ids, times and durations; the git history is made with fixed content, author and dates
+(and a fixed review note and provenance note); the heartbeat's last tick, a pending change and the
+latest behaviour checks of the agent's edit are fixed files in state/. The workspace has no hooks, so the engine records nothing of its own. The console's clock is
 frozen.
 
 What still varies from run to run is normalised:
@@ -39,7 +40,18 @@ from textual.widgets import Input, TextArea
 import evolve_console.app
 from engine.changes.provenance import PROVENANCE_REF, encode
 from engine.journal.store import Journal
-from engine.protocol.records import Evidence, HookRun, PendingChange, Provenance, StageResult, ToolCall
+from engine.protocol.records import (
+    Attempt,
+    EvalRun,
+    Evidence,
+    HookRun,
+    PendingChange,
+    Provenance,
+    ScenarioComparison,
+    StageResult,
+    ToolCall,
+)
+from evolve_console.alertscreen import AlertScreen
 from evolve_console.app import EvolveConsole
 from evolve_console.client import Target
 from evolve_console.detail import DetailPane
@@ -47,6 +59,7 @@ from evolve_console.diffview import DiffView
 from evolve_console.help import HelpScreen
 from evolve_console.model import Part
 from evolve_console.nextstep import Evolve
+from evolve_console.reach import ReachScreen
 from evolve_console.table import KeyedTable
 from evolve_console.turn import TurnScreen
 from tests.console.conftest import connected, make_isolated_env, row_keys, select_row, settle, wait_until
@@ -513,6 +526,24 @@ def build_journal(ws: Path, edit: str) -> None:
             False,
             25.0,
         ),
+        # The heartbeat session's answer: its prompt froze while the agent's edit was installed.
+        StageResult(
+            "dsp_0007",
+            "observe_message",
+            at(61),
+            {
+                "session": {"id": beat},
+                "answer": "Tidied the notes: 3 kept, nothing stale.",
+                "calls": [{"tool": "notes_list"}],
+            },
+            beat,
+            [],
+            [],
+            {},
+            [],
+            False,
+            4.0,
+        ),
     ]
     with Journal(ws / "state" / "journal.sqlite3") as journal:
         for r in runs:
@@ -521,6 +552,16 @@ def build_journal(ws: Path, edit: str) -> None:
             journal.record_dispatch(d)
         for c in tool_calls(edit):
             journal.record_tool_call(c)
+        journal.record_event("attempt", attempt().to_dict(), at=at(151.5))
+        # The heartbeat's history: a tick skipped while the chat was busy, then the last one (state/).
+        skipped = {
+            "trigger": "timer",
+            "started_at": at(30),
+            "outcome": "skipped",
+            "reason": f"other sessions active: {chat}",
+        }
+        journal.record_event("heartbeat", skipped, at=at(30))
+        journal.record_event("heartbeat", last_tick(), at=at(60))
         journal.flush()
         model = {"providerID": "anthropic", "modelID": "claude-sonnet-4"}
         journal.save_session(
@@ -545,8 +586,81 @@ def build_journal(ws: Path, edit: str) -> None:
         journal.save_session("ses_chat_0002", agent="build", model=model, created_at=at(150))
 
 
-def build_state(ws: Path) -> None:
-    last = {
+def attempt() -> Attempt:
+    """The agent's hook edit its test rejected (the tool call tc_0005's)."""
+    call = tool_calls("")[4]
+    return Attempt(
+        id="att_0001",
+        file="hooks/notes.py",
+        created_at=at(151.5),
+        message="edit hook notes.py",
+        tool="evolve_hook_edit",
+        session="ses_chat_0002",
+        call_id="call_0005",
+        hook="notes.py",
+        provenance=Provenance(
+            tool="evolve_hook_edit",
+            args=call.args,
+            session="ses_chat_0002",
+            call_id="call_0005",
+            agent_text="The tag filter should say it is optional in words.",
+            validation=call.validation,
+            at=at(151.5),
+        ),
+        diff=(
+            "--- a/hooks/notes.py\n+++ b/hooks/notes.py\n@@ -52,1 +52,1 @@\n"
+            '-                "tag": {"type": "string", "optional": True},\n'
+            '+                "tag": {"type": "string", "optional": "yes"},\n'
+        ),
+        output=call.validation.output_tail if call.validation else "",
+    )
+
+
+def checks(edit: str) -> EvalRun:
+    """The agent's edit, checked: one scenario regressed."""
+    forget = ScenarioComparison(
+        "forget a note",
+        file="evals/forget-a-note.jsonc",
+        passed_before=1,
+        passed_after=0,
+        status="regressed",
+        failed_after=[
+            'calls notes_forget: no call of notes_forget (its calls: notes_add {"text": "book the dentist"})'
+        ],
+        answer_before="Well done: I dropped it.",
+        answer_after="Well done! I keep notes permanently, though.",
+        answer_diff=[
+            ["=", "Well done"],
+            ["-", ": I dropped it."],
+            ["+", "! I keep notes permanently, though."],
+        ],
+        tools_before=['notes_add {"text": "book the dentist"}', 'notes_forget {"id": 1}'],
+        tools_after=['notes_add {"text": "book the dentist"}'],
+    )
+    count = ScenarioComparison("count the notes", passed_before=1, passed_after=1, status="passing")
+    return EvalRun(
+        id="ev_0001",
+        target=edit,
+        kind="commit",
+        title="edit prompt chat.md",
+        files=["prompts/chat.md"],
+        before="the workspace before it",
+        after="the workspace at it",
+        model="anthropic/claude-sonnet-4",
+        state="done",
+        summary='evals 2/2 → 1/2: "forget a note" fails after',
+        regressed=["forget a note"],
+        scenarios=[count, forget],
+        started_at=at(170),
+        finished_at=at(171),
+        duration_ms=61000.0,
+        done=4,
+        total=4,
+    )
+
+
+def last_tick() -> dict[str, Any]:
+    return {
         "trigger": "timer",
         "started_at": at(60),
         "outcome": "ok",
@@ -560,8 +674,11 @@ def build_state(ws: Path) -> None:
         "duration_ms": 8421.0,
         "dispatch_id": "dsp_0004",
     }
+
+
+def build_state(ws: Path, edit: str) -> None:
     state = {
-        "heartbeat_last": last,
+        "heartbeat_last": last_tick(),
         "heartbeat_count": 3,
         "heartbeat_session": "ses_heartbeat",
         "heartbeat_time": "2025-03-01T10:00:08.000+00:00",
@@ -583,6 +700,8 @@ def build_state(ws: Path) -> None:
     )
     (ws / "state" / "pending").mkdir(parents=True)
     (ws / "state" / "pending" / "chg_0001.json").write_text(json.dumps(pending.to_dict()), encoding="utf-8")
+    (ws / "state" / "evals").mkdir()
+    (ws / "state" / "evals" / f"{edit}.json").write_text(json.dumps(checks(edit).to_dict()), encoding="utf-8")
 
 
 @pytest.fixture(scope="module")
@@ -595,7 +714,7 @@ def fixed_engine(tmp_path_factory: pytest.TempPathFactory) -> Iterator[EnginePro
     edit = build_git_history(ws, env)
     (ws / "state").mkdir()
     build_journal(ws, edit)
-    build_state(ws)
+    build_state(ws, edit)
     engine = EngineProcess(ws, env, base / "engine.log")
     engine.start()
     yield engine
@@ -785,3 +904,71 @@ def test_changes_view_shows_the_review_column(fixed_engine: EngineProcess) -> No
     text = " ".join(text_lines(asyncio.run(screenshot(fixed_engine, "5"))))
     # The review states are only in that column.
     assert "awaits review" in text and "no review" in text, text
+
+
+async def select_edit(app: EvolveConsole, pilot: Pilot[Any]) -> str:
+    """The agent's edit of its chat prompt, selected in view 5 (its detail loaded)."""
+    changes = app.query_one("#changes-table", KeyedTable)
+    (edit,) = [k for k in row_keys(changes) if str(changes.get_cell(k, "change")) == "edit prompt chat.md"]
+    await select_row(pilot, changes, edit)
+    detail = app.query_one("#change-detail", DiffView)
+    await wait_until(pilot, lambda: "behaviour checks of" in detail.head.plain, "its checks in the detail")
+    return edit
+
+
+def test_alert_snapshot(fixed_engine: EngineProcess, tmp_path: Path) -> None:
+    """N: the newest alert whole: a hook failing when the console started, with the change behind it
+    and its keys."""
+
+    async def read_alerts(app: EvolveConsole, pilot: Pilot[Any]) -> None:
+        await wait_until(pilot, lambda: app.agent.alerts.recent, "the alerts of the hooks failing")
+        await pilot.press("N")
+        await wait_until(pilot, lambda: isinstance(app.screen, AlertScreen), "the alerts dialog")
+
+    svg = asyncio.run(screenshot(fixed_engine, "1", read_alerts))
+    text = " ".join(" ".join(text_lines(svg)).split())  # one blank between styled pieces
+    assert "a hook is failing · 12:00:00 UTC" in text and "started failing at" in text, text
+    assert_snapshot("alert", svg, tmp_path)
+
+
+def test_attempt_snapshot(fixed_engine: EngineProcess, tmp_path: Path) -> None:
+    """An edit its test rejected: its own row, and its detail (the agent's words, the test, the diff)."""
+
+    async def open_attempt(app: EvolveConsole, pilot: Pilot[Any]) -> None:
+        changes = app.query_one("#changes-table", KeyedTable)
+        await wait_until(pilot, lambda: "att_0001" in changes.rows, "the attempt's row")
+        await select_row(pilot, changes, "att_0001")
+        detail = app.query_one("#change-detail", DiffView)
+        await wait_until(pilot, lambda: detail.head.plain.startswith("attempt: "), "its detail")
+
+    svg = asyncio.run(screenshot(fixed_engine, "5", open_attempt))
+    text = " ".join(" ".join(text_lines(svg)).split())  # one blank between styled pieces
+    assert "rejected by its test" in text and "attempt: edit hook notes.py" in text, text
+    assert_snapshot("attempt", svg, tmp_path)
+
+
+def test_reach_snapshot(fixed_engine: EngineProcess, tmp_path: Path) -> None:
+    """u on the agent's edit: the sessions that ran it and the answers since."""
+
+    async def open_reach(app: EvolveConsole, pilot: Pilot[Any]) -> None:
+        await select_edit(app, pilot)
+        await pilot.press("u")
+        await wait_until(pilot, lambda: isinstance(app.screen, ReachScreen), "who runs it")
+
+    svg = asyncio.run(screenshot(fixed_engine, "5", open_reach))
+    text = " ".join(" ".join(text_lines(svg)).split())  # one blank between styled pieces
+    assert "frozen under it" in text and "Tidied the notes: 3 kept, nothing stale." in text, text
+    assert_snapshot("reach", svg, tmp_path)
+
+
+def test_eval_result_snapshot(fixed_engine: EngineProcess, tmp_path: Path) -> None:
+    """The agent's edit at the full width: its latest behaviour checks, with the answers marked."""
+
+    async def open_checks(app: EvolveConsole, pilot: Pilot[Any]) -> None:
+        await select_edit(app, pilot)
+        await pilot.press("w")
+
+    svg = asyncio.run(screenshot(fixed_engine, "5", open_checks))
+    text = " ".join(" ".join(text_lines(svg)).split())  # one blank between styled pieces
+    assert "forget a note: before 1/1, after 0/1 REGRESSED" in text, text
+    assert_snapshot("eval", svg, tmp_path)

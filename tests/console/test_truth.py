@@ -17,7 +17,8 @@ from evolve_console.app import EvolveConsole
 from evolve_console.client import EngineGone, why_unanswered
 from evolve_console.detail import DetailPane
 from evolve_console.diffview import DiffView
-from evolve_console.screens import MoreScreen, RejectScreen, RevertScreen, StageScreen
+from evolve_console.screens import DismissScreen, MoreScreen, RejectScreen, RevertScreen, StageScreen
+from evolve_console.threeway import ThreeWayScreen
 from tests.console.conftest import (
     StartEngine,
     cell_text,
@@ -324,8 +325,11 @@ def held_edits(engine: EngineProcess, *edits: tuple[str, str, str]) -> list[str]
 
 def test_a_refused_command_is_told_in_plain_words(workspace: Path, start_engine: StartEngine) -> None:
     """Two held edits of one prompt: once the first is installed, the second was made against a file
-    that is no longer there, and the engine refuses it. The operator reads what happened and what to
-    do, not `approve_change: EngineError: …`."""
+    that is no longer there. It is `stale` at once (no restart), says why and which commit changed its
+    file, and no longer counts as pending; approving it anyway is refused by the engine, and the
+    operator reads what happened and what to do, with the three versions to compare (what it was
+    based on, what is there now, what it would install), not `approve_change: EngineError: …`. It is
+    then dismissed with a reason."""
     engine = start_engine(workspace, EVOLVE_REVIEW="gate")
     first, second = held_edits(
         engine,
@@ -337,26 +341,60 @@ def test_a_refused_command_is_told_in_plain_words(workspace: Path, start_engine:
         await pilot.press("5")
         changes = table(app, "changes")
         await wait_until(pilot, lambda: second in changes.rows, "the held changes")
+        assert "5 Self-modifications 2 pending" in text_of(app.main.view_bar)
         await select_row(pilot, changes, first)
         await pilot.press("a")
         await wait_until(pilot, lambda: first not in changes.rows, "the first one installed")
-        await select_row(pilot, changes, second)
-        await pilot.press("a")
-        refused = await wait_until(
+        installed = engine.head()
+        await wait_until(
             pilot,
-            lambda: [n for n in notifications(seen) if n[2].startswith("could not approve")],
-            lambda: f"the refusal told (notifications: {notifications(seen)})",
+            lambda: cell_text(changes, second, "review") == "stale",
+            lambda: f"the second one stale at once (shows {cell_text(changes, second, 'review')!r})",
         )
-        assert refused == [
-            (
-                "error",
-                "",
-                "could not approve the change: prompts/chat.md changed after the agent proposed this; "
-                "ask it to redo the change",
-            )
-        ]
+        assert "pending" not in text_of(app.main.view_bar), "a stale change awaits no decision"
+        await select_row(pilot, changes, second)
+        why = (
+            f'prompts/chat.md changed after the agent proposed this change (commit {installed[:10]} "edit '
+            'prompt chat.md" changed it), so it can no longer be approved as it is: it would undo that '
+            "change. Dismiss it, or ask the agent to make its change again on the file as it is now."
+        )
+        detail = app.query_one("#change-detail", DiffView)
+        await wait_until(
+            pilot, lambda: why in detail.head.plain, lambda: f"why (shows {detail.head.plain!r})"
+        )
+        assert f"changed under it by {installed[:10]}" in detail.head.plain
+
+        await pilot.press("a")
+        screen = await wait_until(
+            pilot, lambda: isinstance(app.screen, ThreeWayScreen) and app.screen, "the three versions"
+        )
+        assert isinstance(screen, ThreeWayScreen)
+        three = screen.three
+        assert three.message == (
+            f'Not approved: prompts/chat.md changed after the agent proposed this change (commit {installed[:10]} "edit '
+            'prompt chat.md" changed it), and installing it now would undo that change. Nothing was installed. '
+            "Compare what the change was based on, what is there now and what it would install; then dismiss "
+            "it, or ask the agent to redo it on the file as it is now."
+        )
+        assert three.message in text_of(screen.query_one("#three-way-message"))
+        assert three.base is not None and "Answer plainly" in three.base
+        assert "Answer tersely" in three.current and "Answer warmly" in three.proposed
+        proposed = str(three.proposed_diff).splitlines()  # what the agent changed, from its base
+        assert any(line.startswith("-") and "Answer plainly" in line for line in proposed)
+        assert any(line.startswith("+") and "Answer warmly" in line for line in proposed)
+        assert three.changed_by == installed
         for _, _, text in notifications(seen):
             assert "approve_change" not in text and "Error" not in text, text
+
+        await pilot.press("d")  # dismiss it, with a reason the agent is told
+        await wait_until(pilot, lambda: isinstance(app.screen, DismissScreen), "the reason asked")
+        await pilot.press(*"redo it on the new prompt", "enter")
+        await wait_until(
+            pilot, lambda: cell_text(changes, second, "review") == "dismissed", "the change dismissed"
+        )
+        held = {p["id"]: p for p in engine.get("/v1/changes")["pending"]}[second]
+        assert held["status"] == "dismissed" and "redo it on the new prompt" in held["note"]
+        assert engine.get("/v1/changes")["counts"]["awaiting"] == 0
 
     drive(engine, scenario)
 

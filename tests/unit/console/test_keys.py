@@ -9,6 +9,7 @@ import pytest
 from textual.binding import Binding
 
 from engine.protocol import Change, PendingChange
+from engine.protocol.records import Attempt
 from evolve_console.app import EvolveConsole
 from evolve_console.keys import APP_KEYS, SCREEN_KEYS, Where, applies, view_keys
 from evolve_console.mainscreen import MainScreen
@@ -49,6 +50,12 @@ def held(state: str = "pending") -> ChangeEntry:
     )
 
 
+def attempt() -> ChangeEntry:
+    return ChangeEntry.attempt(
+        Attempt(id="att_1", file="hooks/notes.py", created_at=2.0, message="edit notes.py", session="ses_a")
+    )
+
+
 ALL_VIEWS = [view.NAME for view in VIEWS]
 CHANGES = Where("changes")
 
@@ -84,13 +91,44 @@ RULES: list[tuple[str, Where, bool | None]] = [
     ("approve", Where("changes", commit("reverted")), True),  # asks first
     ("approve", Where("changes", held()), True),
     ("approve", Where("changes", held("rejected")), None),
-    ("approve", Where("changes", held("stale")), None),
+    # A stale one is asked too: the engine refuses it and gives the three versions to compare.
+    ("approve", Where("changes", held("stale")), True),
+    ("approve", Where("changes", held("dismissed")), None),
     ("revert", Where("changes", commit()), True),
     ("revert", Where("changes", commit("none", origin="initial")), None),
     ("revert", Where("changes", held()), None),
     ("reject", Where("changes", held()), True),
     ("reject", Where("changes", held("rejected")), None),
+    ("reject", Where("changes", held("stale")), True),  # dismisses it, with a reason
+    ("reject", Where("changes", held("dismissed")), None),
     ("reject", Where("changes", commit()), None),
+    # An attempt its test rejected takes no decision, no replay, no check; its turn still opens.
+    *[
+        (a, Where("changes", attempt()), None)
+        for a in ("approve", "revert", "reject", "replay", "evaluate", "reach", "diff_file")
+    ],
+    ("open", Where("changes", attempt()), True),
+    # Behaviour checks: a commit but the first, a held change that can still be decided.
+    ("evaluate", Where("changes", commit()), True),
+    ("evaluate", Where("changes", commit("none", origin="initial")), None),
+    ("evaluate", Where("changes", held()), True),
+    ("evaluate", Where("changes", held("rejected")), None),
+    ("evaluate", CHANGES, None),
+    *[("evaluate", Where(v), False) for v in ALL_VIEWS if v != "changes"],
+    # Who runs it: a commit only.
+    ("reach", Where("changes", commit()), True),
+    ("reach", Where("changes", held()), None),
+    *[("reach", Where(v), False) for v in ALL_VIEWS if v != "changes"],
+    # The change an alert (or the selected failed run, degraded tick, stale change) names.
+    *[("show_named", Where(v), None) for v in ALL_VIEWS],
+    *[("show_named", Where(v, named=True), True) for v in ALL_VIEWS],
+    ("show_named", Where("runs", named=True, connected=False), True),  # only shows a view
+    ("revert_named", Where("runs", named=True), None),  # names nothing that can be reverted
+    ("revert_named", Where("runs", named=True, named_revert=True), True),
+    ("revert_named", Where("runs", named=True, named_revert=True, connected=False), None),
+    *[("close_toasts", Where(v), True) for v in ALL_VIEWS],
+    ("read_alerts", Where("runs"), None),
+    ("read_alerts", Where("heartbeat", alerts=True), True),
     ("replay", Where("changes", commit("reverted")), True),
     ("replay", Where("changes", held("rejected")), True),
     # The rest apply everywhere.
@@ -108,7 +146,7 @@ RULES: list[tuple[str, Where, bool | None]] = [
     ],
     *[
         (a, Where("changes", commit(), connected=False), None)
-        for a in ("approve", "revert", "replay", "diff_file", "open")
+        for a in ("approve", "revert", "replay", "evaluate", "reach", "diff_file", "open")
     ],
     ("reject", Where("changes", held(), connected=False), None),
     ("toggle_failures", Where("runs", connected=False), None),

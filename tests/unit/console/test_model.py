@@ -29,6 +29,7 @@ from engine.protocol import (
 )
 from engine.protocol.records import (
     ChangeList,
+    Failure,
     Health,
     HeartbeatChanged,
     JSONDict,
@@ -38,6 +39,7 @@ from engine.protocol.records import (
     SessionChanged,
     SessionInfo,
     SessionList,
+    Suspect,
     ToolCallList,
 )
 from evolve_console.model import HISTORY_LIMIT, MAX_ROWS, ConsoleModel, Part, RunFilter
@@ -345,33 +347,64 @@ def test_a_heartbeat_answer_older_than_an_applied_event_is_ignored() -> None:
 
 
 def test_failures_are_counted_until_looked_at_and_a_hook_that_starts_failing_alerts() -> None:
+    """Failed runs count until the operator looks at view 1. A hook that starts failing at a stage
+    alerts once the engine has its cause (its `failure` event, `started`), with the error's own last
+    line and the change most likely behind it: once, not at every later failure (`failing`), nor when
+    it fails now and then between successes (`recurs`); again after it ran fine (`cleared`)."""
     model = connected_model()
+    model.apply_reload(
+        Part.CHANGES, ChangeList.from_dict({"changes": [commit("c1", 100), commit("c2", 200)]})
+    )
 
     def run(n: int, hook: str, stage: str, error: str | None) -> Event:
         data = {"id": f"r{n}", "stage": stage, "hook": hook, "started_at": float(n), "error": error}
         return event(n, EventKind.HOOK_RUN, data)
 
+    suspect = Suspect("c2", "edit hook a.py", "agent", at=150.0, before_s=60.0, session_title="Errands")
+    message = 'hooks/a.py started failing at idle: TypeError: boom (since c2, agent, 1 min before the first failure, session "Errands")'
+
+    def failure(n: int, state: str, runs: int, recurs: bool = False) -> Event:
+        found = Failure(
+            "fail_1",
+            "a.py",
+            "idle",
+            state,
+            error="TypeError: boom",
+            exit="exit 1",
+            runs=runs,
+            first_run="r2",
+            first_at=2.0,
+            suspect=suspect,
+            cause="since c2, …",
+            message=message,
+            recurs=recurs,
+        )
+        return event(n, EventKind.FAILURE, found.to_dict())
+
     update = model.apply_events([run(1, "a.py", "idle", None), run(2, "a.py", "idle", "exit 1")])
-    assert update.alerts == ["hooks/a.py started failing at idle: exit 1"]
-    update = model.apply_events([run(3, "a.py", "idle", "exit 1"), run(4, "b.py", "idle", None)])
+    assert update.alerts == [], "a failed run alone does not alert: its cause comes with the failure"
+    update = model.apply_events([failure(3, "started", 1)])
+    (alert,) = update.alerts
+    assert (alert.text, alert.severity, alert.bell) == (message, "warning", True)
+    assert (alert.change, alert.revert) == ("c2", "c2"), "the keys show and revert the suspect"
+    assert model.changes["c2"].failing_runs == 1 and model.changes["c1"].failing == ()
+    update = model.apply_events(
+        [run(4, "a.py", "idle", "exit 1"), failure(5, "failing", 2), run(6, "b.py", "idle", None)]
+    )
     assert update.alerts == [], "a hook that keeps failing alerts once"
+    assert model.changes["c2"].failing_runs == 2, "the change's row counts its runs"
     assert model.failed_unseen == 2
     model.looked_at_runs()
     assert model.failed_unseen == 0
+    update = model.apply_events([failure(7, "cleared", 2)])
+    assert model.failures == {} and model.changes["c2"].failing == ()
     # A hook that fails now and then, between successes, does not alert at each failure.
-    update = model.apply_events([run(5, "a.py", "idle", None), run(6, "a.py", "idle", "timeout")])
+    update = model.apply_events([run(8, "a.py", "idle", "timeout"), failure(9, "started", 1, recurs=True)])
     assert update.alerts == [], "a failure soon after the last one is the same trouble"
     assert model.failed_unseen == 1
     # A failure a while after the last one alerts again.
-    later = event(
-        7,
-        EventKind.HOOK_RUN,
-        {"id": "r7", "stage": "idle", "hook": "a.py", "started_at": 70.0, "error": "exit 2"},
-    )
-    update = model.apply_events([later])
-    assert update.alerts == ["hooks/a.py started failing at idle: exit 2"], (
-        "failing again after a quiet while"
-    )
+    update = model.apply_events([failure(10, "cleared", 1), failure(11, "started", 1)])
+    assert [a.text for a in update.alerts] == [message], "failing again after a quiet while"
 
 
 def test_tool_calls_come_from_their_start_and_end_events() -> None:
@@ -444,10 +477,15 @@ def test_pending_changes_and_reviews_are_applied_without_a_reload() -> None:
     update = model.apply_events([event(1, EventKind.PENDING, pending("chg_a").to_dict())])
     assert update.redraw == {Part.CHANGES} and update.reload == set()
     assert list(model.changes) == ["c1", "chg_a"]
-    assert update.alerts == ["a change awaits your review: edit prompt chat.md (prompts/chat.md)"]
+    assert [a.text for a in update.alerts] == [
+        "a change awaits your review: edit prompt chat.md (prompts/chat.md)"
+    ]
+    (alert,) = update.alerts
+    assert (alert.change, alert.decision, alert.bell) == ("chg_a", "chg_a", True), "it waits for a decision"
     update = model.apply_events([event(2, EventKind.PENDING, pending("chg_a", status="rejected").to_dict())])
     assert update.redraw == {Part.CHANGES} and list(model.changes) == ["c1", "chg_a"]
     assert model.changes["chg_a"].state == "rejected" and update.alerts == []
+    assert update.decided == {"chg_a"}, "its alert goes"
 
     review = ReviewRecorded("c1", "approved by operator at 2026-01-01T00:00:00Z").to_dict()
     update = model.apply_events([event(3, EventKind.REVIEW, review)])

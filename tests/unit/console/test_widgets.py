@@ -805,13 +805,18 @@ def test_columns_fit_the_view_growing_narrowing_and_giving_way() -> None:
 
 def test_free_text_gives_way_before_the_short_words_of_a_column() -> None:
     """A change's subject and its files yield their room first: its origin (`agent (held)`) and its
-    review state (`reverted by 1a2b3c4`) stay whole as long as they can."""
+    review state (`failing since: 3 runs`, the longest of `reverted by 1a2b3c4`, `rejected by its
+    test`) stay whole as long as they can."""
     from evolve_console.table import WIDTHS, fit
 
     columns = [WIDTHS[k] for k in ("time", "origin", "change", "files", "review")]
+    longest = max(len(s) for s in ("reverted by 1a2b3c4", "rejected by its test", "failing since: 3 runs"))
     for available in (60, 69, 80):
         time, origin, change, files, review = fit(columns, available)
-        assert (time, origin, review) == (8, len("agent (held)"), len("reverted by 1a2b3c4")), available
+        assert (time, origin, review) == (8, len("agent (held)"), longest), available
         assert change < WIDTHS["change"].preferred and files < WIDTHS["files"].preferred
-    assert fit(columns, 89) == [w.preferred for w in columns], "room for every column"
-    assert fit(columns, 89)[3] >= len("config/evolve.jsonc") and fit(columns, 89)[1] >= len("agent (held)")
+    every = sum(w.preferred for w in columns) + len(columns) + 1  # a blank before each, and at the end
+    assert fit(columns, every) == [w.preferred for w in columns], "room for every column"
+    assert fit(columns, every)[3] >= len("config/evolve.jsonc") and fit(columns, every)[1] >= len(
+        "agent (held)"
+    )
