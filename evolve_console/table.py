@@ -58,7 +58,7 @@ WIDTHS = {
     "state": Width(5, 5),
     "tokens": Width(7, 6),
     "origin": Width(12, 6),  # "agent (held)"
-    "change": Width(24, 9, grow=2),
+    "change": Width(23, 9, grow=2),  # free text: it gives way first, so that the files read whole at 160 columns
     "files": Width(20, 0, grow=1),  # "config/evolve.jsonc", "prompts/heartbeat.md"
     "review": Width(21, 9),  # "failing since: 3 runs", "rejected by its test", "reverted by 1a2b3c4"
     "tool": Width(18, 10, grow=1),
