@@ -138,7 +138,11 @@ def call_requests(step: int, events: bool) -> list[Call[Any]]:
         "tokens": {"input": 1200 + step, "output": 20, "reasoning": 0, "cache": {"read": 0, "write": 0}},
         "turn": "msg_user",
     }
-    parts = [{"type": "step-start"}, tool_part, {"type": "step-finish", "reason": "tool-calls"}]
+    parts: list[dict[str, Any]] = [
+        {"type": "step-start"},
+        tool_part,
+        {"type": "step-finish", "reason": "tool-calls"},
+    ]
     finished = calls.assistant(AssistantRequest(SESSION, message, parts))
     if not events:
         return [before, after, finished]
