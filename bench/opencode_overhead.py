@@ -54,8 +54,14 @@ run's background work does not land in the next.
 
 Prints figures only; never asserts on timing. Takes ~4-5 minutes on 2 cores with the defaults.
 
+With `--baseline DIR` (a checkout of an earlier commit with its own .venv: `git worktree add --detach
+DIR COMMIT`, then ./scripts/bootstrap.sh there) a fourth project runs that checkout's shim and engine,
+its tools and simple runs interleaved with the others; the last line gives the CPU of the engine, its
+warm-start servers and hooks per tools run against the baseline's and against opencode's own CPU,
+and the added wall per call and before exit with their spread.
+
 Run: .venv/bin/python bench/opencode_overhead.py [--repeat 5] [--calls 10] [--hook-calls 5] [--keep]
-     [--no-probe] [--engine-nodelay] [--keep-shims]
+     [--no-probe] [--engine-nodelay] [--keep-shims] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -403,16 +409,25 @@ class Bench:
             config = self.evolve_cold.ws / "config" / "evolve.jsonc"
             text = config.read_text()
             config.write_text(text[: text.rindex("}")] + '  "hook_warm_start": false,\n}\n')
+        # The same as "evolve" with the code of another checkout (--baseline): its own `evolve init`,
+        # its own shim, its own engine; the "before" of the A/B figures.
+        self.baseline: Project | None = None
+        if args.baseline is not None:
+            checkout = args.baseline.resolve()
+            python = checkout / ".venv" / "bin" / "python"
+            if not python.exists():
+                raise SystemExit(f"{python} is missing: run ./scripts/bootstrap.sh in {checkout} first")
+            self.baseline = self.make_project("baseline", plugin=True, python=str(python), cwd=checkout)
 
     # ---- setup ------------------------------------------------------------------------------------
 
-    def evolve_cli(self, *words: str) -> str:
+    def evolve_cli(self, *words: str, python: str | None = None, cwd: Path = REPO) -> str:
         proc = subprocess.run(
-            [self.python, "-m", "engine", *words],
+            [python or self.python, "-m", "engine", *words],
             capture_output=True,
             text=True,
             timeout=120,
-            cwd=REPO,
+            cwd=cwd,
             env=self.env,
         )
         if proc.returncode != 0:
@@ -421,7 +436,7 @@ class Bench:
             )
         return proc.stdout
 
-    def make_project(self, name: str, plugin: bool) -> Project:
+    def make_project(self, name: str, plugin: bool, python: str | None = None, cwd: Path = REPO) -> Project:
         root = self.base / name
         proj = root / "proj"
         proj.mkdir(parents=True)
@@ -431,7 +446,7 @@ class Bench:
         ws = None
         if plugin:
             ws = root / "ws"
-            self.evolve_cli("init", str(ws))
+            self.evolve_cli("init", str(ws), python=python, cwd=cwd)
             if self.args.tool_hook:
                 hook = ws / "hooks" / "20-tools.py"
                 hook.write_text(TOOL_HOOK)
@@ -444,7 +459,9 @@ class Bench:
                 "--project",
                 str(proj),
                 "--command",
-                f"{self.python} -m engine",
+                f"{python or self.python} -m engine",
+                python=python,
+                cwd=cwd,
             )
         return Project(name, proj, opencode_env(self.env, self.home, proj), ws)
 
@@ -476,6 +493,13 @@ class Bench:
                 cold_entry[1]["command"] = [self.python, "-c", NODELAY_ENGINE]
             plugins = [*probes[:1], cold_entry, *probes[1:]]
             (self.evolve_cold.dir / "opencode.json").write_text(
+                json.dumps({**data, "plugin": plugins}, indent=2)
+            )
+        if self.baseline is not None:  # its own plugin entry: the other checkout's shim and engine
+            other = json.loads((self.baseline.dir / "opencode.json").read_text())
+            (other_entry,) = other.pop("plugin")
+            plugins = [*probes[:1], other_entry, *probes[1:]]
+            (self.baseline.dir / "opencode.json").write_text(
                 json.dumps({**data, "plugin": plugins}, indent=2)
             )
 
@@ -735,7 +759,7 @@ class Bench:
             journal.close()
 
     def stop_engine(self) -> None:
-        for project in (self.evolve, self.guarded, self.evolve_cold):
+        for project in (self.evolve, self.guarded, self.evolve_cold, self.baseline):
             if project is not None and project.ws is not None:
                 stop_workspace_engine(project.ws, self.env)
 
@@ -1254,7 +1278,68 @@ def warm_start_figures(runs: list[Run], calls: int) -> str:
     line = "opencode with evolve, warm starts: " + (verdicts(after) if after else "no runs")
     if before:
         line += "; before (warm starts off): " + ", ".join(f"{key} {shown(before, key)}" for key in labels)
-    return line
+    ab = baseline_figures(runs, calls)
+    return line + ("\n" + ab if ab else "")
+
+
+def baseline_figures(runs: list[Run], calls: int) -> str:
+    """The whole plugin now against the --baseline checkout's and against no plugin, from the tools runs
+    of the same repetitions: the CPU of the engine, its warm-start servers and hooks per run (until the
+    engine was idle again), as a ratio of the baseline's and of opencode's own CPU for that run; the
+    added wall per tool call and before exit, medians of differences paired by repetition with their
+    spread; evolve-cold (one process per hook run, as a plugin that spawns its hooks) as the reference.
+    Printed as a table; returned as the final line ("" without a baseline project)."""
+
+    def of(project: str) -> list[Run]:
+        return [r for r in runs if r.project == project and r.kind == "tools"]
+
+    if not of("baseline"):
+        return ""
+    plain = of("plain")
+    rows: dict[str, dict[str, Any]] = {}
+    for project in ("evolve", "baseline", "evolve-cold"):
+        tools = of(project)
+        if not tools:
+            continue
+        tree = [r.cpu_engine_ms + r.cpu_engine_children_ms for r in tools]
+        rows[project] = {
+            "tree": med(tree),
+            "engine": med([r.cpu_engine_ms for r in tools]),
+            "opencode": med([r.cpu_opencode_ms for r in tools]),
+            "share": med([t / r.cpu_opencode_ms for t, r in zip(tree, tools, strict=True)]),
+            "call": paired(tools, plain, lambda r: med(r.step_gaps_ms)),
+            "tail": paired(tools, plain, lambda r: r.tail_ms),
+        }
+    names = {
+        "evolve": "now",
+        "baseline": "baseline (--baseline)",
+        "evolve-cold": "now, warm starts off (cold)",
+    }
+    print(f"\nThe whole plugin against no plugin, {calls}-call tools runs (medians; paired by repetition)")
+    print(
+        f"   {'':<28} {'CPU: engine tree':>16} {'of it the engine':>16} {'opencode':>9} {'tree/opencode':>13} "
+        f"{'added per call (spread)':>28} {'added before exit (spread)':>30}"
+    )
+    for project, row in rows.items():
+        call, tail = row["call"], row["tail"]
+        print(
+            f"   {names[project]:<28} {row['tree']:13.0f} ms {row['engine']:13.0f} ms {row['opencode']:6.0f} ms "
+            f"{row['share']:12.3f}x {med(call):+8.1f} ms ({min(call, default=0):+.0f}..{max(call, default=0):+.0f})"
+            f" {med(tail):+10.1f} ms ({min(tail, default=0):+.0f}..{max(tail, default=0):+.0f})"
+        )
+    now, was = rows["evolve"], rows["baseline"]
+    ratio = now["tree"] / was["tree"]
+    verdict = "meets" if ratio <= 0.5 and now["share"] <= 0.05 else "MISSES"
+    line = (
+        f"the whole plugin, CPU of the engine, its servers and hooks per {calls}-call run: {now['tree']:.0f} ms, "
+        f"baseline {was['tree']:.0f} ms: {ratio:.2f}x; {now['share']:.3f}x of opencode's own CPU "
+        f"({now['opencode']:.0f} ms) (targets <= 0.5x and <= 0.05x: {verdict}); added per call "
+        f"{med(now['call']):+.1f} ms (baseline {med(was['call']):+.1f} ms), before exit {med(now['tail']):+.1f} ms "
+        f"(baseline {med(was['tail']):+.1f} ms)"
+    )
+    if "evolve-cold" in rows:
+        line += f"; cold path {rows['evolve-cold']['tree']:.0f} ms"
+    return line + f"; load average {os.getloadavg()[0]:.2f}"
 
 
 def main() -> int:
@@ -1285,6 +1370,12 @@ def main() -> int:
         "observe_message) beside the example hook",
     )
     parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout of an earlier commit with its own .venv (git worktree add --detach DIR COMMIT; "
+        "./scripts/bootstrap.sh there): a fourth project with its shim and engine, interleaved with the others",
+    )
+    parser.add_argument(
         "--no-cold",
         dest="cold",
         action="store_false",
@@ -1312,6 +1403,9 @@ def main() -> int:
         if bench.evolve_cold is not None:
             bench.run(bench.evolve_cold, "warmup", -1, pure=True)
             bench.run(bench.evolve_cold, "cold", -1)
+        if bench.baseline is not None:
+            bench.run(bench.baseline, "warmup", -1, pure=True)
+            bench.run(bench.baseline, "cold", -1)
         print(f"setup done in {time.perf_counter() - started:.0f} s; engine pid {bench.engine_pid()}")
         kinds = [
             (bench.plain, "tools"),
@@ -1323,6 +1417,8 @@ def main() -> int:
         ]
         if bench.evolve_cold is not None:
             kinds += [(bench.evolve_cold, "tools"), (bench.evolve_cold, "simple")]
+        if bench.baseline is not None:
+            kinds += [(bench.baseline, "tools"), (bench.baseline, "simple")]
         runs: list[Run] = []
         for rep in range(args.repeat):
             order = kinds[rep % len(kinds) :] + kinds[: rep % len(kinds)]

@@ -12,7 +12,7 @@ python="$root/.venv/bin/python"
 logs="$(mktemp -d -t evolve-bench-logs-XXXXXX)"
 trap 'rm -rf "$logs"' EXIT
 status=0
-names=(dispatch_overhead discovery_scaling validation_history replay_speed shim_traffic opencode_overhead)
+names=(dispatch_overhead discovery_scaling validation_history replay_speed shim_traffic blocking_hook opencode_overhead)
 for name in "${names[@]}"; do
     echo "=== $name ==="
     started=$SECONDS

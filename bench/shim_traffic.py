@@ -8,10 +8,14 @@ engine spends on it: its own CPU and that of its hook processes, warm-start serv
 call, and how long each request takes to be acknowledged. No LLM, no opencode: the engine's share
 alone.
 
-Two traffic shapes alternate in blocks, so that the machine's drift hits both: "now", what the shim
-sends (one tool-before with the session's history, one tool-after, one finished response), and
-"before", the same plus the four session events opencode repeats at every step (unchanged title and
-busy status), which the shim forwarded until it learned to leave them out.
+Series alternate in blocks, so that the machine's drift hits them alike: "now", what the shim sends
+(one tool-before with the session's history, one tool-after, one finished response), and "before",
+the same plus the four session events opencode repeats at every step (unchanged title and busy
+status), which the shim forwarded until it learned to leave them out. With `--baseline DIR` (a
+checkout of an earlier commit with its own .venv) the series are "now" and "baseline": the same
+requests to that checkout's engine, started beside this one on a workspace its own `evolve init`
+made; the last line gives the engine's own CPU per call (hooks, warm-start servers and git apart)
+against the baseline's, as a ratio, with the load average (`--events` adds "before").
 
 The workspace is the example one (`evolve init`) plus hooks/20-tools.py, bench/opencode_overhead.py's
 python3 hook for tool_before, tool_after and observe_message, so per call the engine runs 4 hooks
@@ -22,7 +26,7 @@ reports itself idle and reads its CPU.
 Prints figures only; never asserts on timing.
 
 Run: .venv/bin/python bench/shim_traffic.py [--calls 200] [--blocks 4] [--gap 40] [--no-tool-hook] [--cold]
-     [--keep-shims]
+     [--baseline DIR [--events]] [--keep-shims]
 """
 
 from __future__ import annotations
@@ -134,7 +138,11 @@ def call_requests(step: int, events: bool) -> list[Call[Any]]:
         "tokens": {"input": 1200 + step, "output": 20, "reasoning": 0, "cache": {"read": 0, "write": 0}},
         "turn": "msg_user",
     }
-    parts = [{"type": "step-start"}, tool_part, {"type": "step-finish", "reason": "tool-calls"}]
+    parts: list[dict[str, Any]] = [
+        {"type": "step-start"},
+        tool_part,
+        {"type": "step-finish", "reason": "tool-calls"},
+    ]
     finished = calls.assistant(AssistantRequest(SESSION, message, parts))
     if not events:
         return [before, after, finished]
@@ -145,6 +153,7 @@ def call_requests(step: int, events: bool) -> list[Call[Any]]:
 SHAPES = {
     "before": "the shim forwarding every session event (7 requests per call)",
     "now": "the shim forwarding a session event only when it changes (3 requests per call)",
+    "baseline": "the same 3 requests per call, to the engine of the --baseline checkout",
 }
 
 
@@ -155,13 +164,22 @@ class Measured:
     children_ms: float = 0.0
     hook_runs: int = 0
     acks: dict[str, list[float]] = field(default_factory=dict)
+    blocks: list[float] = field(default_factory=list)  # the engine's own CPU per call, per block
 
 
-def make_workspace(base: Path, env: dict[str, str], tool_hook: bool, cold: bool) -> Path:
+@dataclass
+class Arm:
+    """One measured series: an engine and the traffic sent to it."""
+
+    engine: EngineProcess
+    events: bool
+    client: httpx.Client | None = None
+
+
+def make_workspace(base: Path, env: dict[str, str], command: list[str], tool_hook: bool, cold: bool) -> Path:
+    """The example workspace as `command`'s `evolve init` makes it (each checkout its own)."""
     ws = base / "ws"
-    subprocess.run(
-        [sys.executable, "-m", "engine", "init", str(ws)], check=True, capture_output=True, env=env, cwd=REPO
-    )
+    subprocess.run([*command, "init", str(ws)], check=True, capture_output=True, env=env, cwd=base)
     if tool_hook:
         hook = ws / "hooks" / "20-tools.py"
         hook.write_text(TOOL_HOOK)
@@ -193,18 +211,64 @@ def wait_idle(client: httpx.Client) -> None:
     raise RuntimeError("the engine stayed busy for 2 minutes")
 
 
+def start_engine(
+    base: Path, env: dict[str, str], command: list[str], tool_hook: bool, cold: bool
+) -> EngineProcess:
+    base.mkdir(parents=True)
+    ws = make_workspace(base, env, command, tool_hook, cold)
+    return EngineProcess(ws, env, base / "engine.log", command=command).start()
+
+
+def connect(engine: EngineProcess, base: Path) -> httpx.Client:
+    """A client connected as the shim connects (a `run` session), with the session's first message."""
+    client = engine.client()
+    client.headers[API_VERSION_HEADER] = str(API_VERSION)
+    request = calls.connect(
+        ConnectRequest("http://127.0.0.1:9", str(base), mode="server", shim_version="bench", command="run")
+    )
+    conn = sent(client, request).json()
+    if "id" not in conn:
+        raise RuntimeError(f"connect refused: {conn}")
+    client.headers[CONNECTION_HEADER] = request.decode(conn).id
+    sent(client, calls.chat_message(ChatMessageRequest(SESSION, "build")))
+    return client
+
+
+def baseline_command(checkout: Path) -> tuple[list[str], dict[str, str]]:
+    """How to run the engine of another checkout: its own .venv's python, its own code first on the path."""
+    python = checkout / ".venv" / "bin" / "python"
+    if not python.exists():
+        raise SystemExit(f"{python} is missing: run ./scripts/bootstrap.sh in {checkout} first")
+    return [str(python), "-m", "engine"], {"PYTHONPATH": str(checkout)}
+
+
+def spread(values: list[float]) -> str:
+    return f"{min(values):.1f}-{max(values):.1f}" if values else "-"
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--calls", type=int, default=200, help="tool calls per traffic shape (default 200)")
-    parser.add_argument("--blocks", type=int, default=4, help="alternating blocks per shape (default 4)")
+    parser.add_argument("--calls", type=int, default=200, help="tool calls per series (default 200)")
+    parser.add_argument("--blocks", type=int, default=4, help="alternating blocks per series (default 4)")
     parser.add_argument("--warmup", type=int, default=10, help="calls sent first, not measured (default 10)")
     parser.add_argument("--gap", type=float, default=40.0, help="ms between tool calls (default 40)")
     parser.add_argument(
         "--no-tool-hook", dest="tool_hook", action="store_false", help="without hooks/20-tools.py"
     )
     parser.add_argument("--cold", action="store_true", help="with hook_warm_start off")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="a checkout of an earlier commit with its own .venv (git worktree add --detach DIR COMMIT; "
+        "./scripts/bootstrap.sh there): its engine gets the same traffic, in blocks alternating with this one's",
+    )
+    parser.add_argument(
+        "--events",
+        action="store_true",
+        help="with --baseline, also the 'before' series (every session event forwarded; always on without it)",
+    )
     parser.add_argument("--keep-shims", action="store_true", help="leave pyenv/asdf shims on PATH")
     args = parser.parse_args()
 
@@ -212,87 +276,117 @@ def main() -> int:
     python3 = "(PATH unchanged)" if args.keep_shims else drop_shims(env)
     env["PYTHONPATH"] = str(REPO)  # the engine of this checkout, whatever the venv has installed
     base = Path(tempfile.mkdtemp(prefix="evolve-bench-shim-"))
-    engine = None
+    arms: dict[str, Arm] = {}
+    load0 = os.getloadavg()[0]
     try:
-        ws = make_workspace(base, env, args.tool_hook, args.cold)
-        engine = EngineProcess(ws, env, base / "engine.log").start()
-        with engine.client() as client:
-            client.headers[API_VERSION_HEADER] = str(API_VERSION)
-            connect = calls.connect(
-                ConnectRequest(
-                    "http://127.0.0.1:9", str(base), mode="server", shim_version="bench", command="run"
-                )
-            )
-            conn = sent(client, connect).json()
-            if "id" not in conn:
-                raise RuntimeError(f"connect refused: {conn}")
-            client.headers[CONNECTION_HEADER] = connect.decode(conn).id
-            sent(client, calls.chat_message(ChatMessageRequest(SESSION, "build")))
-            measured = {shape: Measured() for shape in SHAPES}
-            step = 0
+        this = start_engine(base / "now", env, [sys.executable, "-m", "engine"], args.tool_hook, args.cold)
+        arms["now"] = Arm(this, events=False)
+        if args.baseline is None or args.events:
+            arms["before"] = Arm(this, events=True)
+        if args.baseline is not None:
+            command, extra = baseline_command(args.baseline.resolve())
+            other = start_engine(base / "baseline", {**env, **extra}, command, args.tool_hook, args.cold)
+            arms["baseline"] = Arm(other, events=False)
+        clients: dict[int, httpx.Client] = {}
+        for arm in arms.values():
+            if arm.engine.pid not in clients:
+                clients[arm.engine.pid] = connect(arm.engine, base)
+            arm.client = clients[arm.engine.pid]
+        measured = {name: Measured() for name in arms}
+        step = 0
 
-            def send(shape: str | None) -> None:
-                nonlocal step
-                for call in call_requests(step, events=shape == "before"):
-                    t0 = time.perf_counter()
-                    response = sent(client, call)
-                    took = (time.perf_counter() - t0) * 1000
-                    if response.status_code >= 300:
-                        raise RuntimeError(f"{call.path}: {response.status_code} {response.text}")
-                    if shape is not None:
-                        measured[shape].acks.setdefault(call.path, []).append(took)
-                step += 1
-                time.sleep(args.gap / 1000)
+        def send(name: str, record: bool) -> None:
+            nonlocal step
+            arm = arms[name]
+            assert arm.client is not None
+            for call in call_requests(step, events=arm.events):
+                t0 = time.perf_counter()
+                response = sent(arm.client, call)
+                took = (time.perf_counter() - t0) * 1000
+                if response.status_code >= 300:
+                    raise RuntimeError(f"{name} {call.path}: {response.status_code} {response.text}")
+                if record:
+                    measured[name].acks.setdefault(call.path, []).append(took)
+            step += 1
+            time.sleep(args.gap / 1000)
 
+        for name in arms:
             for _ in range(args.warmup):
-                send(None)
-            t0 = time.perf_counter()
-            per_block = max(1, args.calls // args.blocks)
-            for block in range(args.blocks):  # the two shapes alternate, so that drift hits both
-                for shape in list(SHAPES)[block % 2 :] + list(SHAPES)[: block % 2]:
-                    wait_idle(client)
-                    own0, children0 = engine_cpu_ms(engine.pid)
-                    runs0 = _count(engine_status(client))
-                    for _ in range(per_block):
-                        send(shape)
-                    wait_idle(client)
-                    own1, children1 = engine_cpu_ms(engine.pid)
-                    runs1 = _count(engine_status(client))
-                    m = measured[shape]
-                    m.calls += per_block
-                    m.own_ms += own1 - own0
-                    m.children_ms += children1 - children0
-                    m.hook_runs += runs1 - runs0
-            wall = (time.perf_counter() - t0) * 1000
+                send(name, record=False)
+        t0 = time.perf_counter()
+        per_block = max(1, args.calls // args.blocks)
+        names = list(arms)
+        for block in range(args.blocks):  # the series alternate, so that drift hits them all alike
+            for name in names[block % len(names) :] + names[: block % len(names)]:
+                arm = arms[name]
+                assert arm.client is not None
+                wait_idle(arm.client)
+                own0, children0 = engine_cpu_ms(arm.engine.pid)
+                runs0 = _count(engine_status(arm.client))
+                for _ in range(per_block):
+                    send(name, record=True)
+                wait_idle(arm.client)
+                own1, children1 = engine_cpu_ms(arm.engine.pid)
+                runs1 = _count(engine_status(arm.client))
+                m = measured[name]
+                m.calls += per_block
+                m.own_ms += own1 - own0
+                m.children_ms += children1 - children0
+                m.hook_runs += runs1 - runs0
+                m.blocks.append((own1 - own0) / per_block)
+        wall = (time.perf_counter() - t0) * 1000
+        for client in clients.values():
+            client.close()
     finally:
-        if engine is not None:
-            engine.stop()
+        for arm in arms.values():
+            arm.engine.stop()
         shutil.rmtree(base, ignore_errors=True)
 
     print(
         f"hooks' python3: {python3}; warm starts {'off' if args.cold else 'on'}; tool hook "
-        f"{'on' if args.tool_hook else 'off'}; {args.blocks} blocks of {per_block} calls per shape in "
-        f"{wall / 1000:.1f} s; load average {os.getloadavg()[0]:.2f}"
+        f"{'on' if args.tool_hook else 'off'}; {args.blocks} blocks of {per_block} calls per series in "
+        f"{wall / 1000:.1f} s; load average {load0:.2f} at the start, {os.getloadavg()[0]:.2f} at the end"
     )
-    totals = {}
-    for shape, m in measured.items():
+    if args.baseline is not None:
+        print(f"baseline: {args.baseline} ({_describe(args.baseline)})")
+    own_per_call, total_per_call = {}, {}
+    for name, m in measured.items():
         own, children = m.own_ms / m.calls, m.children_ms / m.calls
-        totals[shape] = own + children
-        print(f"\n{shape}: {SHAPES[shape]}; {m.hook_runs / m.calls:.1f} hook runs per call")
+        own_per_call[name], total_per_call[name] = own, own + children
+        print(f"\n{name}: {SHAPES[name]}; {m.hook_runs / m.calls:.1f} hook runs per call")
         for route, times in sorted(m.acks.items()):
             q = statistics.quantiles(times, n=20)
             print(
                 f"   {route:28} n={len(times):5}  ack median {statistics.median(times):5.2f} ms  p95 {q[18]:6.2f} ms"
             )
         print(
-            f"   engine CPU per tool call: {own + children:.1f} ms (engine {own:.1f} ms; its hooks, "
-            f"warm-start servers and git {children:.1f} ms)"
+            f"   CPU per tool call: the engine {own:.1f} ms (per block {spread(m.blocks)}); its hooks, "
+            f"warm-start servers and git {children:.1f} ms; together {own + children:.1f} ms"
         )
-    print(
-        f"\nengine CPU per tool call from the shim's traffic: {totals['now']:.1f} ms now, "
-        f"{totals['before']:.1f} ms with every session event forwarded ({totals['now'] / totals['before']:.2f}x)"
-    )
+    if "before" in measured:
+        print(
+            f"\nengine CPU per tool call from the shim's traffic: {total_per_call['now']:.1f} ms now, "
+            f"{total_per_call['before']:.1f} ms with every session event forwarded "
+            f"({total_per_call['now'] / total_per_call['before']:.2f}x)"
+        )
+    if "baseline" in measured:
+        now, was = own_per_call["now"], own_per_call["baseline"]
+        print(
+            f"\nthe engine's own CPU per tool call: {now:.1f} ms, baseline {was:.1f} ms: {now / was:.2f}x "
+            f"(targets <= 5 ms and <= 0.5x: {'meets' if now <= 5 and now <= was / 2 else 'MISSES'}); with "
+            f"its hooks, servers and git {total_per_call['now']:.1f} ms against "
+            f"{total_per_call['baseline']:.1f} ms ({total_per_call['now'] / total_per_call['baseline']:.2f}x); "
+            f"load average {load0:.2f}-{os.getloadavg()[0]:.2f}"
+        )
     return 0
+
+
+def _describe(checkout: Path) -> str:
+    """The checkout's commit, so that a printed figure says what it was measured against."""
+    proc = subprocess.run(
+        ["git", "-C", str(checkout), "log", "-1", "--format=%h %cs"], capture_output=True, text=True
+    )
+    return proc.stdout.strip() or "not a git checkout"
 
 
 def _count(status: EngineStatus) -> int:
