@@ -54,6 +54,9 @@ HISTORY_LIMIT: Final = 500  # records each table is filled with from the journal
 MAX_ROWS: Final = 1000  # rows a live table keeps (the journal keeps everything)
 ALERT_QUIET_S: Final = 60.0  # a hook's failure alerts again only after this long without one
 
+# Events that say nothing of what the agent did (the engine's own notices, a replay's progress).
+_NOT_ACTIVITY: Final = frozenset({EventKind.WARNING, EventKind.ERROR, EventKind.REPLAY_PROGRESS})
+
 # What a payload that does not parse raises (a newer or older engine's shape).
 _UNPARSED = (TypeError, ValueError, KeyError, AttributeError)
 
@@ -133,6 +136,8 @@ class ConsoleModel:
         self.changes: dict[str, ChangeEntry] = {}  # commits oldest first, then held ones (`in_order`)
         self.tool_calls: dict[str, ToolCall] = {}  # the tool calls shown, oldest first
         self.failed_unseen = 0  # failed runs that arrived since the operator last looked at the runs
+        self.failed_total = 0  # failed runs that arrived since the console started (the fleet's counts)
+        self.last_activity: float | None = None  # when the newest event or run the console got happened
         self._last_failed: dict[tuple[str, str], float] = {}  # (hook, stage) -> its last failure's time
         self.stale: set[Part] = set()  # parts to fetch again, once connected
         self._waiting: list[Event] = []  # received, not yet applied
@@ -199,6 +204,8 @@ class ConsoleModel:
         runs: dict[str, HookRun] = {}
         for event in events:
             self.events_seen[event.kind] += 1
+            if event.at and event.known_kind not in _NOT_ACTIVITY:
+                self.last_activity = max(self.last_activity or 0.0, event.at)
             if event.seq:
                 self.applied_seq = event.seq
             kind = event.known_kind
@@ -278,6 +285,7 @@ class ConsoleModel:
         if run.error is None:
             return
         self.failed_unseen += 1
+        self.failed_total += 1
         key = (run.hook, run.stage)
         last = self._last_failed.get(key)
         if last is None or run.started_at - last > ALERT_QUIET_S:
@@ -295,6 +303,10 @@ class ConsoleModel:
     @property
     def unreviewed_count(self) -> int:
         return sum(1 for c in self.changes.values() if c.state == "unreviewed")
+
+    def waiting_changes(self) -> frozenset[str]:
+        """The changes that wait for the operator: held for a decision, or committed unreviewed."""
+        return frozenset(k for k, c in self.changes.items() if c.awaits_decision or c.state == "unreviewed")
 
     def _apply_session(self, event: Event, update: Update) -> None:
         try:
@@ -401,6 +413,8 @@ class ConsoleModel:
                 runs += [run for seq, run in self._live if seq > since]
             self.runs = {run.id: run for run in runs}
             _trim(self.runs)
+            if runs:
+                self.last_activity = max(self.last_activity or 0.0, max(run.started_at for run in runs))
         elif part is Part.COUNTS and isinstance(answer, RunList):
             self.counts = dict(answer.counts or self.counts)
         elif part is Part.STAGES and isinstance(answer, DispatchList):

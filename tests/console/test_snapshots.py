@@ -40,6 +40,7 @@ import evolve_console.app
 from engine.changes.provenance import PROVENANCE_REF, encode
 from engine.journal.store import Journal
 from engine.protocol.records import Evidence, HookRun, PendingChange, Provenance, StageResult, ToolCall
+from evolve_console.agent import Agent
 from evolve_console.app import EvolveConsole
 from evolve_console.client import Target
 from evolve_console.detail import DetailPane
@@ -618,14 +619,14 @@ class SnapshotConsole(EvolveConsole):
         self.animation_level = "none"
         self.theme = "textual-dark"
 
-    def render_connection(self) -> None:
-        model = self.model
+    def render_connection(self, agent: Agent | None = None) -> None:
+        model = (agent or self.agent).model
         detail, status = model.detail, model.status
         model.detail = PID.sub("pid 4242", URL.sub("http://127.0.0.1:8765", detail))
         if status is not None:
             model.status = dataclasses.replace(status, workspace="/srv/evolve/workspace")
         try:
-            super().render_connection()
+            super().render_connection(agent)
         finally:
             model.detail, model.status = detail, status
 
