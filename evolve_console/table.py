@@ -63,6 +63,16 @@ WIDTHS = {
     "tool": Width(18, 10, grow=1),
     "result": Width(9, 7),
     "commit": Width(10, 7),
+    # The fleet view's (fleetrows.COLUMNS).
+    "fleet.agent": Width(14, 6),
+    "fleet.engine": Width(14, 8, grow=1),  # "● up", "○ down 12 s: why"
+    "fleet.opencode": Width(9, 6),
+    "fleet.busy": Width(5, 4),
+    "fleet.activity": Width(13, 8),
+    "fleet.failed": Width(7, 5),
+    "fleet.changes": Width(22, 8, grow=1),  # "2 pending · 1 unreviewed (+1 new)"
+    "fleet.heartbeat": Width(18, 8),  # "waits for opencode"
+    "fleet.latest": Width(30, 0, grow=2),
 }
 
 
