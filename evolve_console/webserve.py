@@ -43,6 +43,8 @@ class WebError(RuntimeError):
 
 
 def is_loopback(host: str) -> bool:
+    """Whether `host` is reachable only from this machine (as engine/remote.py says it for the
+    engine: the console imports nothing of the engine but its protocol)."""
     import ipaddress
 
     if host == "localhost":
@@ -140,6 +142,8 @@ class WebConsole(Server):
         self.gate = Gate(password)
 
     async def _make_app(self) -> web.Application:
+        # textual-serve's one place where its aiohttp application is made (a private method; no
+        # public hook exists): the gate goes in front of every route it adds, static files included.
         app = await super()._make_app()
         app.middlewares.append(self.gate.middleware)
         return app
