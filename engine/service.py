@@ -11,6 +11,7 @@ import os
 import secrets
 import signal
 import socket
+import ssl
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -18,6 +19,7 @@ from pathlib import Path
 from engine import __version__
 from engine.protocol.announcement import Announcement
 from engine.protocol.api import API_VERSION
+from engine.remote import Listen, tls_context
 from engine.workspace.layout import Workspace
 
 log = logging.getLogger("evolve.service")
@@ -101,13 +103,35 @@ def running(root: Path, timeout: float = 2.0) -> Announcement | None:
     return found if found is not None and found.alive(timeout) else None
 
 
+def _socket(host: str, port: int) -> socket.socket:
+    # IPPROTO_TCP explicitly: asyncio turns TCP_NODELAY on only for sockets that say so, and
+    # without it every response body waits ~40 ms for the client's delayed ACK.
+    sock = socket.socket(
+        socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP
+    )
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind((host, port))
+    sock.listen(128)
+    sock.setblocking(False)
+    return sock
+
+
 async def serve(
-    root: Path, host: str = "127.0.0.1", port: int = 0, ready: Callable[[Announcement], None] | None = None
+    root: Path,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    ready: Callable[[Announcement], None] | None = None,
+    *,
+    token: str | None = None,
+    listen: Listen | None = None,
 ) -> int:
     """Run the engine and its API until SIGTERM/SIGINT or a shutdown request; 130 when SIGINT (a
     Ctrl-C) stopped it, else 0. From the first moment, those signals ask for the same orderly stop as
     a shutdown request, also during the start and the stop (a second Ctrl-C cannot cut the stop
-    short and leave the announcement or the hooks' interpreters behind)."""
+    short and leave the announcement or the hooks' interpreters behind). `token`: the one the
+    operator chose (else a new random one); `listen`: a second address, for consoles elsewhere
+    (engine.remote checked that it is safe)."""
     import uvicorn
 
     from engine.api import build_app
@@ -125,28 +149,32 @@ async def serve(
 
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, on_signal, sig)
-    token = secrets.token_urlsafe(32)
-    # IPPROTO_TCP explicitly: asyncio turns TCP_NODELAY on only for sockets that say so, and
-    # without it every response body waits ~40 ms for the client's delayed ACK.
-    sock = socket.socket(
-        socket.AF_INET6 if ":" in host else socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP
-    )
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((host, port))
-    sock.listen(128)
-    sock.setblocking(False)
+    token = token or secrets.token_urlsafe(32)
+    sock = _socket(host, port)
     bound_port = sock.getsockname()[1]
     url = f"http://{'[' + host + ']' if ':' in host else host}:{bound_port}"
-    config = uvicorn.Config(
-        build_app(engine, token),
-        log_level="warning",
-        access_log=False,
-        lifespan="off",
-        timeout_graceful_shutdown=3,
-        timeout_keep_alive=KEEP_ALIVE_S,
-    )
-    server = uvicorn.Server(config)
+    api = build_app(engine, token)
+
+    def server_for(tls: ssl.SSLContext | None = None) -> uvicorn.Server:
+        config = uvicorn.Config(
+            api,
+            log_level="warning",
+            access_log=False,
+            lifespan="off",
+            timeout_graceful_shutdown=3,
+            timeout_keep_alive=KEEP_ALIVE_S,
+        )
+        config.load()
+        config.ssl = tls  # uvicorn takes certificate files only; this context sets the TLS floor
+        return uvicorn.Server(config)
+
+    # The second address gets a server of its own: uvicorn has one TLS setting per server, and the
+    # loopback address the plugin uses stays plain HTTP.
+    servers = [(server_for(), sock)]
+    if listen is not None:
+        servers.append(
+            (server_for(tls_context(listen) if listen.tls else None), _socket(listen.host, listen.port))
+        )
     announcement = Announcement(url, token, os.getpid(), __version__, API_VERSION, str(root))
     watching: asyncio.Task[None] | None = None
 
@@ -162,14 +190,18 @@ async def serve(
         print(
             f"evolve: engine for {root} listening on {url} (pid {os.getpid()})", file=sys.stderr, flush=True
         )
+        if listen is not None:
+            how = "TLS" if listen.tls else "no TLS: behind a tunnel, as the operator said"
+            print(f"evolve: also listening on {listen.url} ({how})", file=sys.stderr, flush=True)
         if ready is not None:
             ready(announcement)
         if not engine.shutdown_requested.is_set():  # a signal during the start: stop at once
-            serve_task = asyncio.create_task(server.serve(sockets=[sock]))
+            tasks = {asyncio.create_task(server.serve(sockets=[s])) for server, s in servers}
             stop = asyncio.create_task(engine.shutdown_requested.wait())
-            await asyncio.wait({serve_task, stop}, return_when=asyncio.FIRST_COMPLETED)
-            server.should_exit = True
-            await asyncio.gather(serve_task, return_exceptions=True)
+            await asyncio.wait({*tasks, stop}, return_when=asyncio.FIRST_COMPLETED)
+            for server, _ in servers:
+                server.should_exit = True
+            await asyncio.gather(*tasks, return_exceptions=True)
             stop.cancel()
     finally:
         if watching is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import ssl
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
@@ -31,8 +32,24 @@ class EngineGone(RuntimeError):
     """The engine did not answer (stopped, restarting, unreachable)."""
 
 
+def _certificate_error(exc: BaseException) -> ssl.SSLCertVerificationError | None:
+    """The certificate check that failed under `exc`, if that is why there was no answer."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLCertVerificationError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
+
+
 def why_unanswered(exc: httpx.HTTPError) -> str:
     """Why a request got no answer, in words (not the name of httpx's exception)."""
+    bad = _certificate_error(exc)
+    if bad is not None:
+        return (
+            f"its certificate does not match ({bad.verify_message or bad.reason}): it is not the engine "
+            'you trust, or the console was not given its certificate ("ca" in the agents file, or --ca)'
+        )
     if isinstance(exc, httpx.ConnectTimeout):
         return "it did not take the connection in time"
     if isinstance(exc, httpx.ConnectError):
@@ -51,6 +68,7 @@ class Target:
     url: str
     token: str
     workspace: str | None = None
+    ca: str | None = None  # the certificate to trust for an https URL (None: the system's authorities)
 
     @classmethod
     def announced(cls, workspace: str, *, alive: bool = False) -> Target | None:
@@ -62,13 +80,44 @@ class Target:
         return cls(found.url, found.token, workspace)
 
 
+def refusal(url: str, status: int, data: Any, headers: httpx.Headers) -> str | None:
+    """What an answer of `status` means in plain words, when it is not the engine's own explanation
+    of a request: a token refused, an engine of another API version, something that is no engine."""
+    if API_VERSION_HEADER not in headers:
+        # Every answer of an evolve engine carries its API version, refusals included.
+        return (
+            f"what answers at {url} is not an evolve engine (HTTP {status}, without the {API_VERSION_HEADER} "
+            "header): check the address and the port"
+        )
+    theirs = headers.get(API_VERSION_HEADER, "")
+    if status == 401:
+        return (
+            f"the engine at {url} refused the token: it is not this engine's token (a local engine's is in "
+            "its state/engine.json; an engine started with --token-file has the one in that file)"
+        )
+    if status == 409 and theirs != str(API_VERSION):
+        return (
+            f"the engine at {url} speaks evolve API {theirs}, this console API {API_VERSION}: install the same "
+            "evolve release on both sides"
+        )
+    return None
+
+
 class EngineClient:
     def __init__(self, target: Target, timeout: float = 30.0) -> None:
         self.target = target
+        verify: ssl.SSLContext | bool = True
+        if target.ca:
+            # Only the certificate given: a self-signed engine's, or its own authority's.
+            verify = ssl.create_default_context(cafile=target.ca)
         self._http = httpx.AsyncClient(
             base_url=target.url.rstrip("/"),
             headers={"authorization": f"Bearer {target.token}", API_VERSION_HEADER: str(API_VERSION)},
             timeout=httpx.Timeout(timeout, connect=3.0),
+            verify=verify,
+            # An engine elsewhere is reached directly (or through the operator's own tunnel), never
+            # through a proxy of the environment, which would see the token.
+            trust_env=False,
         )
 
     async def aclose(self) -> None:
@@ -110,8 +159,9 @@ class EngineClient:
             data = resp.json()
         except ValueError:
             data = {"error": resp.text[:500]}
-        if resp.status_code >= 400:
-            message = data.get("error") if isinstance(data, dict) else str(data)
+        if resp.status_code >= 400 or API_VERSION_HEADER not in resp.headers:
+            plain = refusal(self.target.url, resp.status_code, data, resp.headers)
+            message = plain or (data.get("error") if isinstance(data, dict) else str(data))
             raise EngineError(str(message), data if isinstance(data, dict) else None)
         return data
 
@@ -123,9 +173,10 @@ class EngineClient:
             async with self._http.stream(
                 stream.method, stream.path, params=stream.query, timeout=httpx.Timeout(30.0, read=60.0)
             ) as resp:
-                if resp.status_code != 200:
+                if resp.status_code != 200 or API_VERSION_HEADER not in resp.headers:
+                    plain = refusal(self.target.url, resp.status_code, None, resp.headers)
                     raise EngineError(
-                        f"the engine refused its event stream (HTTP {resp.status_code}): is the token right?"
+                        plain or f"the engine refused its event stream (HTTP {resp.status_code})"
                     )
                 data: list[str] = []
                 async for line in resp.aiter_lines():

@@ -1,7 +1,7 @@
 """The console's keys that act from every view (quit, back, the heartbeat, a stage by hand, the runs'
-filter, the engine's problems, starting the engine, the change an alert names, the alerts), the
-number keys that show the views, and `applies`: which key applies where (what `check_action`
-answers), a pure function of plain values.
+filter, the engine's problems, starting the engine, the change an alert names, the alerts, going
+between agents), the number keys that show the views, and `applies`: which key applies where (what
+`check_action` answers), a pure function of plain values.
 
 Each view binds its own keys (`View.BINDINGS`) and says when one of them acts (`View.key_state`);
 `applies` reads them from the registry, so that one table of rules (tests/unit/console/test_keys.py)
@@ -30,6 +30,29 @@ APP_KEYS: Final[list[BindingType]] = [
         tooltip="The keys of this view or dialog, with what each does",
     ),
 ]
+
+# Going between agents, in a console of several (hidden with one): the fleet view, the next, the previous.
+AGENT_KEYS: Final[list[BindingType]] = [
+    Binding(
+        "0", "show_fleet", "All agents", id="agent.fleet", tooltip="Every agent in a row (the fleet view)"
+    ),
+    Binding(
+        "left_square_bracket",
+        "next_agent(-1)",
+        "Previous agent",
+        id="agent.previous",
+        tooltip="Show the previous agent of the fleet in its views",
+    ),
+    Binding(
+        "right_square_bracket",
+        "next_agent(1)",
+        "Next agent",
+        id="agent.next",
+        tooltip="Show the next agent of the fleet in its views",
+    ),
+]
+AGENT_ACTIONS: Final = frozenset({"show_fleet", "next_agent"})
+APP_KEYS.extend(AGENT_KEYS)
 
 # The main screen's: they act from every view.
 SCREEN_KEYS: Final[list[BindingType]] = [

@@ -24,13 +24,13 @@ from .alertscreen import AlertScreen, Chosen
 from .connectionbar import ConnectionBar
 from .keybar import KeyBar
 from .keys import SCREEN_KEYS, Where, applies, view_keys
-from .messages import COMMAND_GROUP, Go, OpenSession, Toast, pass_failure_up
+from .messages import COMMAND_GROUP, Failed, Go, OpenSession, Reload, SwitchAgent, Toast, pass_failure_up
 from .model import Part, Update
 from .palette import Command, EvolveCommands, Run
 from .screens import MoreScreen, ResultScreen, StageScreen
 from .status import Pieces, badges, has_problems, problems_text
 from .textual_private import skip_own_layout
-from .viewbar import ViewBar
+from .viewbar import FLEET, ViewBar
 from .views import ChangesView, HeartbeatView, Registry, RunsView, View
 
 # The palette's commands that act from every view (each view adds its own, `View.COMMANDS`).
@@ -47,6 +47,9 @@ COMMANDS: tuple[Command, ...] = (
     Command("alert: close the toasts", "close_toasts", "z"),
     Command("alert: read the recent alerts", "read_alerts", "N: each whole"),
 )
+
+
+ALL_PARTS = frozenset(Part)
 
 
 # Textual takes a closed toast's widgets away a moment after; then the screen is drawn again.
@@ -84,13 +87,14 @@ class MainScreen(Screen[None]):
     AUTO_FOCUS = ""  # the shown view says what takes the focus (`on_mount`), not the first widget
 
     @classmethod
-    def of(cls, agent: Agent, views: Registry) -> MainScreen:
+    def of(cls, agent: Agent, views: Registry, *, named: bool = False) -> MainScreen:
         """The main screen of `views`. Textual reads a class's bindings once, when the class is
-        made, and the number keys come from the views: each registry gets a class of its own."""
+        made, and the number keys come from the views: each registry gets a class of its own.
+        `named`: the view bar names the agent (a console of several)."""
         keys = [*view_keys(views), *SCREEN_KEYS]
-        return cast(MainScreen, type(cls.__name__, (cls,), {"BINDINGS": keys})(agent, views))
+        return cast(MainScreen, type(cls.__name__, (cls,), {"BINDINGS": keys})(agent, views, named=named))
 
-    def __init__(self, agent: Agent, views: Registry) -> None:
+    def __init__(self, agent: Agent, views: Registry, *, named: bool = False) -> None:
         super().__init__()
         self.agent = agent
         self.view_classes = views
@@ -100,8 +104,9 @@ class MainScreen(Screen[None]):
         # Made here, not in compose: the app draws the connection bar from its own mount on.
         self.connection = ConnectionBar(id="connection")
         bar = [(view.NAME, str(n), view.LABEL) for n, view in enumerate(views, 1)]
-        self.view_bar = ViewBar(bar, shown=self.shown, id="views")
+        self.view_bar = ViewBar(bar, shown=self.shown, id="views", agent=agent.name if named else None)
         self._views: list[View] = [view(agent) for view in views]
+        self.elsewhere = ""  # what waits for the operator at the other agents (the fleet entry's badge)
 
     def compose(self) -> ComposeResult:
         yield self.connection
@@ -113,9 +118,20 @@ class MainScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.set_focus(self.shown_view.focus_target())
+        if self.agent.first_load.is_set():
+            # Made after its agent was loaded (an agent opened from the fleet view): draw it all now.
+            for part in sorted(ALL_PARTS):
+                self.draw(part)
 
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         pass_failure_up(self, event)  # the arrow keys move through its rows at once
+
+    @on(Reload)
+    @on(Toast)
+    @on(Failed)
+    def _name_agent(self, message: Reload | Toast | Failed) -> None:
+        """What a view asks concerns this screen's agent: the message says so on its way to the app."""
+        message.agent = self.agent.name
 
     # ---- the views -------------------------------------------------------------------------------
 
@@ -178,9 +194,13 @@ class MainScreen(Screen[None]):
             view.connection_changed()
 
     def render_badges(self) -> None:
-        """What waits for the operator, beside each view's label."""
+        """What waits for the operator, beside each view's label (and, in a console of several
+        agents, what waits at the others, beside the fleet view's)."""
         self.shown_view.looked_at()
-        self.view_bar.set_badges(badges(self.agent.model))
+        found = badges(self.agent.model)
+        if self.elsewhere:
+            found[FLEET] = self.elsewhere
+        self.view_bar.set_badges(found)
 
     # ---- showing views and going between them ----------------------------------------------------
 
@@ -203,7 +223,10 @@ class MainScreen(Screen[None]):
 
     @on(ViewBar.Selected)
     def view_selected(self, event: ViewBar.Selected) -> None:
-        self.action_show_tab(event.view)
+        if event.view == FLEET:
+            self.post_message(SwitchAgent(None))
+        else:
+            self.action_show_tab(event.view)
 
     @on(Go)
     def go(self, message: Go) -> None:

@@ -3,7 +3,11 @@
 A view owns its table, its detail and its keys; what it cannot do on its own (show another view,
 fetch a part of the model anew, tell the operator something) it asks for with one of these, and
 they bubble up to the main screen (`Go`, `OpenSession`) or the app (`Reload`, `Toast`). The app's
-stream worker reports the connection with `ConnectionChanged`.
+stream workers report each engine's connection with `ConnectionChanged`.
+
+With several agents, what a view asks concerns its own agent: its main screen writes the agent's
+name into `Reload`, `Toast` and `Failed` as they pass (`agent`); None means the agent shown. Going
+to another agent, or to the fleet view, is `SwitchAgent`.
 """
 
 from __future__ import annotations
@@ -49,6 +53,7 @@ class Reload(Message):
     def __init__(self, part: Part) -> None:
         super().__init__()
         self.part = part
+        self.agent: str | None = None  # whose engine (set by its main screen); None: the agent shown
 
 
 class Toast(Message):
@@ -71,18 +76,28 @@ class Toast(Message):
         self.timeout = timeout
         self.change = change
         self.revert = revert
+        self.agent: str | None = None  # which agent it is about (set by its main screen)
 
 
 class ConnectionChanged(Message):
-    """The connection to the engine changed (latest wins)."""
+    """The connection to an agent's engine changed (latest wins, per agent)."""
 
-    def __init__(self, connected: bool, detail: str) -> None:
+    def __init__(self, connected: bool, detail: str, agent: str = "") -> None:
         super().__init__()
         self.connected = connected
         self.detail = detail
+        self.agent = agent
 
     def can_replace(self, message: Message) -> bool:
-        return isinstance(message, ConnectionChanged)
+        return isinstance(message, ConnectionChanged) and message.agent == self.agent
+
+
+class SwitchAgent(Message):
+    """Show the agent `agent` in the six views (None: the fleet view, every agent in a row)."""
+
+    def __init__(self, agent: str | None) -> None:
+        super().__init__()
+        self.agent = agent
 
 
 class Failed(Message):
@@ -93,6 +108,7 @@ class Failed(Message):
     def __init__(self, worker: Worker[object]) -> None:
         super().__init__()
         self.worker = worker
+        self.agent: str | None = None  # whose worker (set by its main screen)
 
 
 def pass_failure_up(node: MessagePump, event: Worker.StateChanged) -> None:

@@ -66,6 +66,9 @@ TICKS_KEPT: Final = 20  # the heartbeat's last ticks, as its history shows them
 FAILURE_ALERT_S: Final = 30.0  # how long the toast of a hook that started failing stays
 NOTICE_S: Final = 12.0  # how long the toast of a warning or an error the engine sent stays
 
+# Events that say nothing of what the agent did (the engine's own notices, a replay's progress).
+_NOT_ACTIVITY: Final = frozenset({EventKind.WARNING, EventKind.ERROR, EventKind.REPLAY_PROGRESS})
+
 # What a payload that does not parse raises (a newer or older engine's shape).
 _UNPARSED = (TypeError, ValueError, KeyError, AttributeError)
 
@@ -164,6 +167,8 @@ class ConsoleModel:
         self.failures: dict[str, Failure] = {}  # the hooks failing now, by the failure's id
         self.ticks: list[TickResult] = []  # the heartbeat's last ticks, newest first
         self.attempts_unseen = 0  # attempts that arrived since the operator last looked at view 5
+        self.failed_total = 0  # failed runs that arrived since the console started (the fleet's counts)
+        self.last_activity: float | None = None  # when the newest event or run the console got happened
         self.stale: set[Part] = set()  # parts to fetch again, once connected
         self._waiting: list[Event] = []  # received, not yet applied
         self._live: deque[tuple[int, HookRun]] = deque(maxlen=MAX_ROWS)  # runs applied, by seq
@@ -229,6 +234,8 @@ class ConsoleModel:
         runs: dict[str, HookRun] = {}
         for event in events:
             self.events_seen[event.kind] += 1
+            if event.at and event.known_kind not in _NOT_ACTIVITY:
+                self.last_activity = max(self.last_activity or 0.0, event.at)
             if event.seq:
                 self.applied_seq = event.seq
             kind = event.known_kind
@@ -249,6 +256,7 @@ class ConsoleModel:
                     self._live.append((event.seq, run))
                 if run.error is not None:
                     self.failed_unseen += 1
+                    self.failed_total += 1
             elif kind is EventKind.STAGE:
                 try:
                     update.stages.append(StageResult.from_dict(event.data))
@@ -324,6 +332,10 @@ class ConsoleModel:
     @property
     def unreviewed_count(self) -> int:
         return sum(1 for c in self.changes.values() if c.state == "unreviewed")
+
+    def waiting_changes(self) -> frozenset[str]:
+        """The changes that wait for the operator: held for a decision, or committed unreviewed."""
+        return frozenset(k for k, c in self.changes.items() if c.awaits_decision or c.state == "unreviewed")
 
     def _apply_session(self, event: Event, update: Update) -> None:
         try:
@@ -534,6 +546,8 @@ class ConsoleModel:
                 runs += [run for seq, run in self._live if seq > since]
             self.runs = {run.id: run for run in runs}
             _trim(self.runs)
+            if runs:
+                self.last_activity = max(self.last_activity or 0.0, max(run.started_at for run in runs))
         elif part is Part.COUNTS and isinstance(answer, RunList):
             self.counts = dict(answer.counts or self.counts)
         elif part is Part.STAGES and isinstance(answer, DispatchList):

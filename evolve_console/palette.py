@@ -2,7 +2,8 @@
 
 The palette asks the screen it was opened on for its commands (`Commands`): the main screen lists
 the console-wide ones, each view's own (`View.COMMANDS`) and one `view:` command per view of the
-registry, so a new view brings its commands with it.
+registry, so a new view brings its commands with it. The app adds its own on every screen: with
+several agents, an `agent:` command per agent and one for the fleet view.
 """
 
 from __future__ import annotations
@@ -38,11 +39,12 @@ class Commands(Protocol):
 
 class EvolveCommands(Provider):
     async def search(self, query: str) -> Hits:
-        screen = self.screen
-        if not isinstance(screen, Commands):
-            return
+        # The screen's commands, then the app's (going to another agent works from every screen).
+        found = [*(self.screen.commands() if isinstance(self.screen, Commands) else ())]
+        if isinstance(self.app, Commands):
+            found += self.app.commands()
         matcher = self.matcher(query)
-        for command, run in screen.commands():
+        for command, run in found:
             score = matcher.match(command.title)
             if score > 0:
                 yield Hit(score, matcher.highlight(command.title), run, help=command.help)

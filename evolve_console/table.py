@@ -58,12 +58,24 @@ WIDTHS = {
     "state": Width(5, 5),
     "tokens": Width(7, 6),
     "origin": Width(12, 6),  # "agent (held)"
-    "change": Width(23, 9, grow=2),  # free text: it gives way first, so that the files read whole at 160 columns
+    "change": Width(
+        23, 9, grow=2
+    ),  # free text: it gives way first, so that the files read whole at 160 columns
     "files": Width(20, 0, grow=1),  # "config/evolve.jsonc", "prompts/heartbeat.md"
     "review": Width(21, 9),  # "failing since: 3 runs", "rejected by its test", "reverted by 1a2b3c4"
     "tool": Width(18, 10, grow=1),
     "result": Width(9, 7),
     "commit": Width(10, 7),
+    # The fleet view's (fleetrows.COLUMNS).
+    "fleet.agent": Width(14, 6),
+    "fleet.engine": Width(14, 8, grow=1),  # "● up", "○ down 12 s: why"
+    "fleet.opencode": Width(9, 6),
+    "fleet.busy": Width(5, 4),
+    "fleet.activity": Width(13, 8),
+    "fleet.failed": Width(7, 5),
+    "fleet.changes": Width(22, 8, grow=1),  # "2 pending · 1 unreviewed (+1 new)"
+    "fleet.heartbeat": Width(18, 8),  # "waits for opencode"
+    "fleet.latest": Width(30, 0, grow=2),
 }
 
 

@@ -11,6 +11,8 @@ from textual.reactive import reactive
 
 from .wrapbar import WrapBar
 
+FLEET = "fleet"  # the view bar's entry of the fleet view, in a console of several agents
+
 
 class ViewBar(WrapBar):
     """The views as a line of labels ("1 Hook runs  2 Stage results  …"), the shown one marked,
@@ -42,10 +44,19 @@ class ViewBar(WrapBar):
             super().__init__()
             self.view = view
 
-    def __init__(self, views: list[tuple[str, str, str]], *, shown: str, id: str | None = None) -> None:
-        """`views`: (view id, key, label) of each view."""
+    def __init__(
+        self,
+        views: list[tuple[str, str, str]],
+        *,
+        shown: str,
+        id: str | None = None,
+        agent: str | None = None,
+    ) -> None:
+        """`views`: (view id, key, label) of each view; `agent`: the name of the agent shown, in a
+        console of several (it leads the bar, after the entry of the fleet view, `FLEET`)."""
         super().__init__(id=id)
-        self.views = views
+        self.agent = agent
+        self.views = [(FLEET, "0", "All agents"), *views] if agent is not None else views
         self.set_reactive(ViewBar.shown, shown)
         self.badges: dict[str, str] = {}  # view -> what waits there for the operator ("2 pending")
 
@@ -68,8 +79,12 @@ class ViewBar(WrapBar):
                 item.append(f" {self.badges[view]}", style=style + badge)
             item.append(" ", style=style)
             items.append(item)
+            if view == FLEET and self.agent is not None:
+                items.append(Text.assemble(" ", (f" agent {self.agent} ▸", marked)))
         return items
 
     def clicked(self, index: int) -> None:
         # Not a simulated key press: a focused filter field would take the digit.
+        if self.agent is not None and index >= 1:
+            index -= 1  # the agent's name is no view
         self.post_message(self.Selected(self.views[index][0]))

@@ -30,6 +30,10 @@ fi
 if [ "$fast" = 0 ] && ! command -v tmux >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
   (apt-get install -y -q tmux || (apt-get update -q && apt-get install -y -q tmux)) >/dev/null
 fi
+# The web console's test drives a real headless Chromium (Debian's `chromium`).
+if [ "$fast" = 0 ] && ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  (apt-get install -y -q chromium || (apt-get update -q && apt-get install -y -q chromium)) >/dev/null
+fi
 .venv/bin/ruff check engine evolve_console evolve_demo tests bench scripts
 .venv/bin/ruff format --check engine evolve_console evolve_demo tests bench scripts
 cores=$(nproc 2>/dev/null || echo 2)

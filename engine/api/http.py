@@ -7,7 +7,7 @@ from __future__ import annotations
 import hmac
 import logging
 from collections import Counter
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
 
 from starlette.requests import Request
@@ -61,6 +61,21 @@ def too_large(limit: int, size: int | None = None) -> str:
     )
 
 
+_VERSION_HEADER = (API_VERSION_HEADER.encode(), str(API_VERSION).encode())
+
+
+def _versioned(send: Send) -> Send:
+    """`send` with the engine's API version on every answer, refusals included: a client tells an
+    evolve engine (and its version) from whatever else answers at an address."""
+
+    async def versioned(message: MutableMapping[str, Any]) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), _VERSION_HEADER]}
+        await send(message)
+
+    return versioned
+
+
 class TokenAuth:
     """401 for every request without the engine's bearer token; 409 for a client of another API version."""
 
@@ -72,6 +87,7 @@ class TokenAuth:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        send = _versioned(send)
         headers = dict(scope.get("headers") or [])
         auth = headers.get(b"authorization", b"")
         given = auth[7:] if auth[:7].lower() == b"bearer " else b""

@@ -211,12 +211,20 @@ def cmd_call(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from engine.remote import RefusedListen, check, read_token, tls_context
     from engine.service import AlreadyRunning, serve
 
     root = workspace(args)
     try:
-        code = asyncio.run(serve(root, args.host, args.port))
-    except AlreadyRunning as exc:
+        token_file, cert, key = (
+            Path(p) if p else None for p in (args.token_file, args.tls_cert, args.tls_key)
+        )
+        listen = check(args.host, args.listen, token_file, cert, key, tunnel=args.behind_tunnel)
+        token = read_token(token_file) if token_file is not None else None
+        if listen is not None and listen.tls:
+            tls_context(listen)  # a certificate that does not load is said before anything starts
+        code = asyncio.run(serve(root, args.host, args.port, token=token, listen=listen))
+    except (AlreadyRunning, RefusedListen) as exc:
         print(f"evolve serve: {exc}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:  # before serve() took over the signal: asyncio cancelled it

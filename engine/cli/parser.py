@@ -82,8 +82,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.set_defaults(func=cmd_call)
 
     p = sub.add_parser("serve", parents=[common], help="run the engine and its HTTP API for the workspace")
-    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument(
+        "--host",
+        default="127.0.0.1",
+        help="its own address, announced to local clients: a loopback one (default 127.0.0.1)",
+    )
     p.add_argument("--port", type=int, default=0, help="port (default 0: any free port)")
+    p.add_argument(
+        "--listen",
+        metavar="HOST:PORT",
+        help="also listen there, for consoles elsewhere (needs --token-file, and TLS or --behind-tunnel)",
+    )
+    p.add_argument(
+        "--token-file", metavar="FILE", help="the token to require, from FILE (mode 600), not a random one"
+    )
+    p.add_argument("--tls-cert", metavar="FILE", help="the certificate (PEM) of the --listen address")
+    p.add_argument("--tls-key", metavar="FILE", help="its private key (PEM)")
+    p.add_argument(
+        "--behind-tunnel",
+        action="store_true",
+        help="serve --listen without TLS: the address is inside a tunnel or a private network you trust",
+    )
     p.set_defaults(func=cmd_serve)
 
     p = sub.add_parser("stop", parents=[common], help="stop the workspace's running engine")

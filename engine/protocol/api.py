@@ -15,7 +15,9 @@ API_VERSION: Final = 2
 """Raised whenever a route, a request body or an answer changes incompatibly."""
 
 API_VERSION_HEADER: Final = "x-evolve-api"
-"""Sent by clients that want a 409 (not a misunderstanding) from an engine of another API version."""
+"""Sent by clients that want a 409 (not a misunderstanding) from an engine of another API version; and
+on every answer of the engine, refusals included, so that a client knows it reached an evolve engine
+(and of which API version) before it reads anything else of the answer."""
 
 HANDLED_HEADER: Final = "x-evolve-handled"
 """On every answer to the shim: the stages some hook runs for, comma-separated, so that the shim awaits

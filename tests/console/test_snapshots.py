@@ -51,6 +51,7 @@ from engine.protocol.records import (
     StageResult,
     ToolCall,
 )
+from evolve_console.agent import Agent
 from evolve_console.alertscreen import AlertScreen
 from evolve_console.app import EvolveConsole
 from evolve_console.client import Target
@@ -741,20 +742,21 @@ class SnapshotConsole(EvolveConsole):
         self.animation_level = "none"
         self.theme = "textual-dark"
 
-    async def reload(self, part: Part, draw: bool = True) -> None:
+    async def reload(self, part: Part, draw: bool = True, agent: Agent | None = None) -> None:
         # The workspace as every view names it (the way to connect opencode names it too).
-        await super().reload(part, draw)
-        if part is Part.STATUS and self.model.status is not None:
-            self.model.status = dataclasses.replace(self.model.status, workspace=WORKSPACE)
+        await super().reload(part, draw, agent)
+        model = (agent or self.agent).model
+        if part is Part.STATUS and model.status is not None:
+            model.status = dataclasses.replace(model.status, workspace=WORKSPACE)
 
-    def render_connection(self) -> None:
-        model = self.model
+    def render_connection(self, agent: Agent | None = None) -> None:
+        model = (agent or self.agent).model
         detail, status = model.detail, model.status
         model.detail = PID.sub("pid 4242", URL.sub("http://127.0.0.1:8765", detail))
         if status is not None:
             model.status = dataclasses.replace(status, workspace=WORKSPACE)
         try:
-            super().render_connection()
+            super().render_connection(agent)
         finally:
             model.detail, model.status = detail, status
 

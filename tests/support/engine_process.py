@@ -100,9 +100,12 @@ class EngineProcess:
     def port(self) -> int:
         return int(self.url.rsplit(":", 1)[1])
 
-    def start(self, port: int | None = None, timeout: float = START_TIMEOUT) -> EngineProcess:
-        """Start the engine and wait until it announces itself and answers /v1/health."""
-        cmd = [*self.command, "serve", "--workspace", str(self.workspace)]
+    def start(
+        self, port: int | None = None, timeout: float = START_TIMEOUT, args: Sequence[str] = ()
+    ) -> EngineProcess:
+        """Start the engine (`args`: more options of `evolve serve`) and wait until it announces
+        itself and answers /v1/health."""
+        cmd = [*self.command, "serve", "--workspace", str(self.workspace), *args]
         if port is not None:
             cmd += ["--port", str(port)]
         with open(self.log, "ab") as log:

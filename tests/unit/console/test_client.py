@@ -7,17 +7,24 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 import pytest
 
-from engine.protocol import calls
+from engine.protocol import API_VERSION, calls
 from engine.protocol.records import ChangeList, Health
-from evolve_console.client import EngineClient, EngineGone, Target
+from evolve_console.client import EngineClient, EngineGone, Target, refusal
 
 # A health check's answer; a listing of changes reads it as an empty one (unknown fields are ignored).
 BODY = b'{"ok": true, "version": "1.0", "api": 1, "workspace": "/ws", "pid": 7, "seq": 3}'
-ANSWER = b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s" % (
-    len(BODY),
-    BODY,
+# With the API version every engine's answer carries (without it, the client says that what answers
+# is no evolve engine).
+ANSWER = (
+    b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nx-evolve-api: %d\r\nContent-Length: %d\r\n\r\n%s"
+    % (
+        API_VERSION,
+        len(BODY),
+        BODY,
+    )
 )
 
 
@@ -80,3 +87,15 @@ def test_a_read_on_a_connection_closed_as_it_was_reused_is_asked_again() -> None
             await listening.wait_closed()
 
     asyncio.run(main())
+
+
+def test_a_refusal_is_said_plainly_a_wrong_token_another_version_or_no_engine_at_all() -> None:
+    url = "https://server:8765"
+    ours = httpx.Headers({"x-evolve-api": str(API_VERSION)})
+    assert "refused the token" in str(refusal(url, 401, None, ours))
+    older = httpx.Headers({"x-evolve-api": "1"})
+    said = refusal(url, 409, None, older)
+    assert said is not None and f"speaks evolve API 1, this console API {API_VERSION}" in said
+    assert refusal(url, 404, {"error": "no such change"}, ours) is None, "the engine's own words stand"
+    stranger = refusal(url, 200, None, httpx.Headers({"content-type": "text/html"}))
+    assert stranger is not None and "is not an evolve engine" in stranger
