@@ -135,8 +135,9 @@ def test_an_engine_killed_hung_or_refusing_shows_in_its_own_row_and_holds_up_no_
             # Let go: it comes back by itself.
             await wait_until(pilot, lambda: engine_cell(app, "c") == "● up", "c back", timeout=20)
             alerts = [n[2] for n in notifications(seen) if "started failing" in n[2]]
-            assert alerts == ["a: hooks/fail_idle.py started failing at idle: exit 1"], (
-                "the alert names the agent"
+            assert len(alerts) == 1, alerts
+            assert alerts[0].startswith("a: hooks/fail_idle.py started failing at idle: no idle today"), (
+                "the alert names the agent, then the error's own words"
             )
 
     asyncio.run(main())

@@ -16,6 +16,7 @@ import re
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -23,6 +24,7 @@ from typing import Any
 
 import aiohttp
 
+CHROMIUM_TEMP = "org.chromium.Chromium.*"  # what Chromium makes in TMPDIR
 FLAGS = (
     "--headless",
     "--no-sandbox",
@@ -114,6 +116,11 @@ async def headless_page(profile: Path, size: tuple[int, int] = (1280, 800)) -> A
     program = chromium()
     assert program is not None, "chromium is not installed (apt-get install chromium)"
     profile.mkdir(parents=True, exist_ok=True)
+    # Chromium leaves directories of its own in TMPDIR (org.chromium.Chromium.*, holding its
+    # singleton socket, whose path must stay short: not a directory deeper in the test's own):
+    # those that are new when it ends are removed.
+    temp = Path(tempfile.gettempdir())
+    before = set(temp.glob(CHROMIUM_TEMP))
     proc = subprocess.Popen(
         [program, *FLAGS, f"--user-data-dir={profile}", f"--window-size={size[0]},{size[1]}", "about:blank"],
         stdin=subprocess.DEVNULL,
@@ -149,3 +156,5 @@ async def headless_page(profile: Path, size: tuple[int, int] = (1280, 800)) -> A
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, signal.SIGKILL)
             proc.wait(10)
+        for left in set(temp.glob(CHROMIUM_TEMP)) - before:
+            shutil.rmtree(left, ignore_errors=True)
