@@ -40,7 +40,7 @@ from .client import EngineError, EngineGone, Target
 from .evals import EvalScreen
 from .failures import failure_text
 from .fleet import FleetScreen, facts_of
-from .fleetrows import elsewhere
+from .fleetrows import SLOW_S, elsewhere
 from .help import MOVING, HelpScreen, keys_of
 from .keys import AGENT_ACTIONS, APP_KEYS, Where, applies
 from .launch import LaunchError, engine_for
@@ -79,6 +79,7 @@ REFRESH_ORDER = (
 )
 HEALTH_TIMEOUT_S = 10.0  # after a request failed, an engine slower than this to answer counts as down
 QUIET_S = 1.0  # an engine silent this long is asked whether it still answers (its row says when not)
+WATCH_S = 0.25  # how often the console looks for engines gone quiet (a row says so within ~2.5 s)
 # The first screen mode: the fleet view in a console of several agents (a mode of its own, which
 # Textual's "_default" is not: nothing switches back to that one); the main screen with one agent.
 FLEET_MODE = "fleet"
@@ -193,6 +194,7 @@ class EvolveConsole(App[None]):
         # The main screen is composed (the app's own mount may come first): the views can draw.
         self.set_interval(0.25, self.apply_events, name="apply-events")
         self.set_interval(1.0, self.tick_clock, name="countdown")
+        self.set_interval(WATCH_S, self.watch_engines, name="watch-engines")
         self.set_timer(self.poll_s, self.poll_counts, name="counts")
         for agent in self.agents:
             self.follow_engine(agent)
@@ -438,8 +440,6 @@ class EvolveConsole(App[None]):
             for agent in self.agents:
                 if not agent.model.connected:
                     self.render_connection(agent)  # how long the engine has been down
-                elif agent.heard_at is None or now - agent.heard_at > QUIET_S:
-                    self.check_engine(agent)  # quiet: does it still answer?
             if self.fleet_shown:
                 self.draw_fleet()  # the ages and countdowns of every row
             else:
@@ -453,6 +453,19 @@ class EvolveConsole(App[None]):
                         main.refresh_bindings()
                 if self._fleet_stale:
                     self.draw_fleet()
+
+    def watch_engines(self) -> None:
+        """Ask an engine gone quiet whether it still answers; in the fleet view, a row whose engine
+        has just become slow to answer says so at once, not at the next second's redraw."""
+        now = self.clock()
+        slow = False
+        for agent in self.agents:
+            if agent.model.connected and (agent.heard_at is None or now - agent.heard_at > QUIET_S):
+                self.check_engine(agent)
+            slow = slow or (agent.slow_since is not None and 0 <= now - agent.slow_since - SLOW_S < WATCH_S)
+        if slow and self.fleet_shown:
+            with contextlib.suppress(NoMatches):
+                self.draw_fleet()
 
     # ---- going between agents ---------------------------------------------------------------
 

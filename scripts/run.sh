@@ -3,7 +3,7 @@
 # ($OPENCODE_EVOLVE_WORKSPACE, else ~/workspace). With no workspace yet, the console creates the
 # example one and starts its engine, so it shows a working agent runtime before opencode is connected.
 #
-#   ./scripts/run.sh [--workspace DIR] [--attach URL --token T] [--no-bell]    evolve console's options
+#   ./scripts/run.sh [--workspace DIR]... [--attach URL --token-file F]... [--web] [--no-bell]    evolve console's options
 #   ./scripts/run.sh --demo [--dir DIR] [--heartbeat-ms MS]                     the offline demo instead:
 #                                                                               `evolve demo` (see the README)
 #
@@ -12,7 +12,7 @@
 # options of `evolve console` and `evolve demo`.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-CONSOLE_OPTIONS="--demo --workspace --attach --token --no-bell --help -h"
+CONSOLE_OPTIONS="--demo --workspace --attach --token --token-file --ca --agents --web --web-host --web-port --web-token-file --behind-tunnel --no-bell --help -h"
 DEMO_OPTIONS="--dir --heartbeat-ms --help -h"
 known=$CONSOLE_OPTIONS
 [ "${1:-}" = "--demo" ] && known=$DEMO_OPTIONS

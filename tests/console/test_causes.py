@@ -170,7 +170,8 @@ def test_a_hook_that_starts_failing_is_alerted_with_its_error_and_the_change_beh
             lambda: cell_text(changes, sha, "review").startswith("reverted by"),
             lambda: f"the failure cleared (shows {cell_text(changes, sha, 'review')!r})",
         )
-        assert app.model.failures == {}
+        # The engine's `cleared` event follows the healed run: the hook is no longer failing.
+        await wait_until(pilot, lambda: app.model.failures == {}, lambda: f"cleared ({app.model.failures})")
 
         # Read again (N), the alert still names the change (j), but no longer offers to revert it.
         await pilot.press("N")
