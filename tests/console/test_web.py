@@ -132,9 +132,15 @@ def test_in_a_headless_chromium_the_console_draws_switches_views_and_acts_on_the
             )
             since = len(page.frames)
             await page.press("p")  # pause the heartbeat: an action that reaches the engine
-            deadline = time.monotonic() + 15
+            deadline, again = time.monotonic() + 15, time.monotonic() + 5
             while not (await asyncio.to_thread(engine.get, "/v1/heartbeat"))["paused"]:
                 assert time.monotonic() < deadline, "the engine's heartbeat was not paused from the browser"
+                if again is not None and time.monotonic() > again:
+                    # A key typed into xterm.js while a loaded machine keeps the page busy may never
+                    # reach its input (seen once in a full parallel run): typed once more, as a user
+                    # would. The pause must still come from the browser.
+                    again = None
+                    await page.press("p")
                 await asyncio.sleep(0.1)
             assert len(await page.screenshot()) > 10_000, "the page is drawn"
 

@@ -45,6 +45,7 @@ async def answers(engine: Engine, session: str, *texts: str) -> None:
             session=session,
             turn=f"msg_{session}_{i}",
         )
+    engine.journal.flush()  # a change's reach is read from the journal: what was answered is in it
 
 
 async def edit(engine: Engine, tool: str, args: dict[str, str]) -> str:
