@@ -180,7 +180,8 @@ def test_a_file_changed_while_no_engine_ran_makes_its_held_change_stale_at_start
     pending_id = gated(ws, hold)
     chat = ws / "prompts" / "chat.md"
     chat.write_text(chat.read_text(encoding="utf-8") + "Be kind.\n", encoding="utf-8")
-    subprocess.run(["git", "-C", str(ws), "commit", "-qam", "a person's edit"], check=True)
+    person = ("-c", "user.name=A Person", "-c", "user.email=person@example.com")  # HOME may have none
+    subprocess.run(["git", "-C", str(ws), *person, "commit", "-qam", "a person's edit"], check=True)
     sha = subprocess.run(
         ["git", "-C", str(ws), "rev-parse", "HEAD"], check=True, capture_output=True, text=True
     )

@@ -121,8 +121,14 @@ async def headless_page(profile: Path, size: tuple[int, int] = (1280, 800)) -> A
     # those that are new when it ends are removed.
     temp = Path(tempfile.gettempdir())
     before = set(temp.glob(CHROMIUM_TEMP))
+    # Its own HOME beside the profile: Chromium writes ~/.config/chromium and ~/.cache/dconf even
+    # with a profile of its own.
+    home = profile.with_name(profile.name + "-home")
+    home.mkdir(exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("XDG_")} | {"HOME": str(home)}
     proc = subprocess.Popen(
         [program, *FLAGS, f"--user-data-dir={profile}", f"--window-size={size[0]},{size[1]}", "about:blank"],
+        env=env,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
