@@ -60,7 +60,7 @@ class Scene:
     def start(self) -> Announcement:
         found = self.demo.start()
 
-        def say(text: str, severity: str) -> None:
+        def say(text: str, severity: str, change: str | None = None) -> None:
             if severity == "warning":
                 self.bad_edit.set()
             elif severity == "error":
@@ -132,7 +132,8 @@ async def shoot(found: Announcement, workspace: Path, out: Path, size: tuple[int
 
         def is_bad(change: object) -> bool:
             files = getattr(change, "files", [])
-            return "hooks/notes.py" in files and getattr(change, "origin", "") != "operator"
+            installed = getattr(change, "sha", None) is not None  # not an attempt its test rejected
+            return installed and "hooks/notes.py" in files and getattr(change, "origin", "") != "operator"
 
         bad = newest(model.changes, is_bad)  # type: ignore[arg-type]
         chat = next(s.id for s in model.sessions.values() if s.title == CHAT_TITLE)
