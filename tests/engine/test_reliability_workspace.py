@@ -20,6 +20,18 @@ def started(tmp_path: Path) -> Iterator[Engines]:
     yield from engines(tmp_path)
 
 
+def remove(ws: Path) -> None:
+    """`rm -rf ws`, again until it is gone: until the engine notices, it may still write a file into a
+    directory not yet removed (state/ being emptied), as a person's `rm -rf` would find too."""
+    for _ in range(50):
+        try:
+            shutil.rmtree(ws)
+        except OSError:
+            continue  # only a failed removal is tried again: a directory made again after it is not
+        return
+    raise AssertionError(f"{ws} could not be removed")
+
+
 def test_a_deleted_workspace_is_not_made_again(tmp_path: Path, started: Engines) -> None:
     ws = tmp_path / "ws"
     write(ws / "prompts" / "chat.md", "chat\n", 0o644)
@@ -46,7 +58,7 @@ def test_a_deleted_workspace_is_not_made_again(tmp_path: Path, started: Engines)
 
     asking = threading.Thread(target=keep_asking, daemon=True)
     asking.start()
-    shutil.rmtree(ws)
+    remove(ws)
     assert engine.proc is not None
     engine.proc.wait(20)  # it noticed, and stopped
     stop.set()
