@@ -68,6 +68,14 @@ class GitReads(GitProcess):
         with self._lock:
             return self._git("rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}").strip()
 
+    def commit_of(self, rev: str) -> str:
+        """The commit `rev` names; "" when there is none (git's refusal included): what a command or
+        a route given a revision checks before it says there is no such commit."""
+        try:
+            return self.resolve(rev)
+        except GitError:
+            return ""
+
     def show_diff(self, sha: str, limit: int = 2_000_000) -> tuple[str, bool]:
         """The patch of one commit (against its parent; the root commit against nothing), cut at
         `limit` bytes: read as git writes it, git stopped at the cut."""
