@@ -25,7 +25,8 @@ from engine.changes.recovery import Recovery
 from engine.core.activity import Activity
 from engine.core.background import Background
 from engine.core.bus import EventBus
-from engine.evals.service import Evals, Gatekeeper
+from engine.evals.gate import Gatekeeper
+from engine.evals.service import Evals
 from engine.failures.tracker import Failures
 from engine.heartbeat.service import Clock, Heartbeat, Opencode
 from engine.hooks.hookrun import HookRunner

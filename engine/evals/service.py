@@ -14,43 +14,37 @@ eval of this engine), a timeout per run; cancelling ends every process an eval s
 removes its directory. The last finished result of each change is kept in `state/evals/<sha or id>.json`;
 progress and the end are events (`eval_progress`, `eval`).
 
-With `"review": "gate"` and `evals_on_review`, a change held for review is checked at once; with
-`evals_auto_approve` too, one that regresses no scenario is installed by itself and one that does stays
-held, and its author is told which scenario failed.
+Each check is a job of engine/core/jobs.py (listed, polled, cancelled by id, like replays); what a
+change is to the checks: engine/evals/change.py; the review gate's use of them: engine/evals/gate.py.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
-import hashlib
-import json
 import logging
-import os
 import shutil
 import tempfile
 import time
-from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from engine.changes.errors import ChangeError
-from engine.changes.gitstore import GitError, GitStore
+from engine.changes.gitstore import GitStore
+from engine.core.jobs import Jobs
 from engine.core.slots import Slots
+from engine.evals import change as changes
 from engine.evals import compare
-from engine.evals.copies import CopyError, Held, VersionSpec
+from engine.evals.change import Change as Change  # what callers of the checks pass them
+from engine.evals.change import EvalError as EvalError  # the error callers of the checks catch
+from engine.evals.copies import CopyError
 from engine.evals.harness import HarnessError, Instance, Setup
 from engine.evals.project import ProjectError, agent_settings, eval_config
 from engine.evals.scenarios import Scenario, load_scenarios
 from engine.evals.turns import Fetch, Picked, Turn, pick
 from engine.opencode import setup as opencode_setup
-from engine.protocol.events import EventKind
 from engine.protocol.records import (
     EvalProgress,
     EvalRun,
-    Notice,
     PendingChange,
     ScenarioComparison,
     ScenarioRun,
@@ -58,48 +52,17 @@ from engine.protocol.records import (
     new_id,
 )
 from engine.workspace.config import Config
-from engine.workspace.layout import write_atomic
 
 log = logging.getLogger("evolve.evals")
 
-KEEP_RESULTS: Final = 200  # files in state/evals/ (the oldest go first)
-KEEP_IN_MEMORY: Final = 20  # finished evals answered by id
-PROGRESS_EVERY_S: Final = 0.2
 MAX_REPEAT: Final = 20
 MAX_TURNS: Final = 50
-APPROVER: Final = "evals"  # who installs a change that regresses nothing, with evals_auto_approve
 
 
-class EvalError(RuntimeError):
-    """Behaviour checks that cannot run; the message says why and what to do."""
+class Evals(Jobs[EvalRun]):
+    """The behaviour checks of changes, each one a job (`Jobs`: waited for, answered by id, cancelled,
+    the latest of a change): every process a cancelled check started ends."""
 
-
-@dataclass
-class Change:
-    """What an eval compares: two versions of the workspace."""
-
-    kind: str  # commit | pending | proposal
-    target: str  # the commit's sha, the pending change's id, a proposal's id
-    title: str
-    files: list[str]
-    before: VersionSpec
-    after: VersionSpec
-    installed_at: float | None = None  # a commit's time: the sessions it reaches are those active since
-    warnings: list[str] = field(default_factory=list)
-
-
-@dataclass
-class _Running:
-    record: EvalRun
-    task: asyncio.Task[EvalRun]
-    asked: tuple[Any, ...]
-
-
-def sha256(data: bytes) -> str:
-    return hashlib.sha256(data).hexdigest()
-
-
-class Evals:
     def __init__(
         self,
         *,
@@ -125,8 +88,6 @@ class Evals:
         self._git = git
         self._config = config
         self._env = dict(env)
-        self._publish = publish
-        self._store = store
         self._pending = pending
         self._project = project
         self._model = model
@@ -134,88 +95,27 @@ class Evals:
         self._conversation = conversation
         self._recorded = recorded
         self.slots = slots or Slots()
-        self._running: dict[str, _Running] = {}
-        self._finished: OrderedDict[str, EvalRun] = OrderedDict()
-        self._last_progress: dict[str, float] = {}
-        self._spawned: set[asyncio.Task[Any]] = set()
+        super().__init__(
+            noun="eval",
+            store=store,
+            publish=publish,
+            progress=EvalProgress,
+            brief=EvalRun.brief,
+            load=EvalRun.from_dict,
+            error=EvalError,
+        )
 
     # ---- what to check ---------------------------------------------------------------------------
 
     async def commit(self, rev: str) -> Change:
-        return await asyncio.to_thread(self._commit, rev)
-
-    def _commit(self, rev: str) -> Change:
-        try:
-            sha = self._git.resolve(rev)
-        except GitError:
-            sha = ""
-        if not sha:
-            raise EvalError(f"no commit {rev!r} in {self._root}")
-        parent = self._git.first_parent(sha)
-        if parent is None:
-            raise EvalError(f"{sha[:10]} is the first commit: there is no version before it to compare with")
-        commits = {c["sha"]: c for c in self._git.log(1000)}
-        at = commits.get(sha, {}).get("time")
-        return Change(
-            kind="commit",
-            target=sha,
-            title=self._git.subject(sha) or sha[:10],
-            files=self._git.files_changed(sha),
-            before=VersionSpec(parent, describe=f"the workspace at {parent[:10]} (before {sha[:10]})"),
-            after=VersionSpec(sha, describe=f"the workspace at {sha[:10]}"),
-            installed_at=float(at) if isinstance(at, int) else None,
-        )
+        return await asyncio.to_thread(changes.of_commit, self._root, self._git, rev)
 
     async def pending_change(self, pending_id: str) -> Change:
-        return await asyncio.to_thread(self._pending_change, pending_id)
-
-    def _pending_change(self, pending_id: str) -> Change:
-        try:
-            item = self._pending(pending_id)
-        except ChangeError as exc:
-            raise EvalError(str(exc)) from exc
-        if item.status != "pending":
-            hint = f"; check its commit {item.commit[:10]} instead" if item.commit else ""
-            raise EvalError(f"change {pending_id} was already {item.status}{hint}")
-        change = self._proposal(
-            item.file, (item.content or "").encode("utf-8", "surrogateescape"), item.hook is not None
-        )
-        change.kind, change.target, change.title = "pending", item.id, item.message
-        return change
+        return await asyncio.to_thread(changes.of_pending, self._root, self._git, self._pending, pending_id)
 
     def proposal(self, file: str, content: str) -> Change:
         """The workspace as committed, and with `file` as proposed (not yet held, nor written)."""
-        change = self._proposal(file, content.encode("utf-8", "surrogateescape"), file.startswith("hooks/"))
-        change.target = new_id("prop")
-        return change
-
-    def _proposal(self, file: str, content: bytes, executable: bool) -> Change:
-        head = self._git.head()
-        if head is None:
-            raise EvalError(f"{self._root} has no commit yet: nothing to compare with")
-        committed = self._git.committed_file(file)
-        warnings = []
-        if committed is not None:
-            executable = executable or bool(committed[0] & 0o111)
-        try:
-            live = (self._root / file).read_bytes()
-        except OSError:
-            live = None
-        if live is not None and committed is not None and live != committed[1]:
-            warnings.append(f"{file} has changes not committed yet: both versions use the committed file")
-        return Change(
-            kind="proposal",
-            target="",
-            title=f"proposed {file}",
-            files=[file],
-            before=VersionSpec(head, describe=f"the workspace at {head[:10]}"),
-            after=VersionSpec(
-                head,
-                [Held(file, content, executable)],
-                describe=f"the workspace at {head[:10]}, with {file} as proposed",
-            ),
-            warnings=warnings,
-        )
+        return changes.proposal(self._root, self._git, file, content)
 
     async def report(self, file: str, content: str, scenarios: Sequence[str] | None = None) -> str:
         """The agent's own proposal checked, and the result in its words (the evolve_eval_run tool)."""
@@ -245,9 +145,9 @@ class Evals:
         repeat = max(1, min(repeat or self._config().evals_repeat, MAX_REPEAT))
         turns = max(1, min(turns, MAX_TURNS)) if turns else None
         asked = (change.target, tuple(scenarios) if scenarios else None, repeat, turns)
-        for running in self._running.values():
-            if running.asked == asked:
-                return running.record
+        same = self.under_way(asked)
+        if same is not None:
+            return same
         record = EvalRun(
             id=new_id("evl"),
             target=change.target,
@@ -261,57 +161,12 @@ class Evals:
             warnings=list(change.warnings),
             started_at=time.time(),
         )
-        task = asyncio.create_task(
-            self._run(record, change, list(scenarios) if scenarios else None, turns, project),
-            name=f"eval {change.target}",
-        )
-        self._running[record.id] = _Running(record, task, asked)
-        self._progress(record, "starting", force=True)
-        return record
+        work = self._run(record, change, list(scenarios) if scenarios else None, turns, project)
+        return self.launch(record, work, asked, f"eval {change.target}")
 
     async def check(self, change: Change, **kwargs: Any) -> EvalRun:
         """Check `change` and wait for the result."""
         return await self.wait(self.start(change, **kwargs).id)
-
-    async def wait(self, eval_id: str) -> EvalRun:
-        found = self._running.get(eval_id)
-        if found is None:
-            done = self.get(eval_id)
-            if done is None:
-                raise EvalError(f"no eval {eval_id!r}")
-            return done
-        return await asyncio.shield(found.task)
-
-    def get(self, eval_id: str) -> EvalRun | None:
-        found = self._running.get(eval_id)
-        return found.record if found else self._finished.get(eval_id)
-
-    def cancel(self, eval_id: str) -> bool:
-        """Stop an eval under way (every process it started ends); False when none runs by that id."""
-        found = self._running.get(eval_id)
-        if found is None:
-            return False
-        found.task.cancel()
-        return True
-
-    def latest(self, target: str) -> EvalRun | None:
-        """The eval of a change (sha or pending id) under way, else the last one kept."""
-        running = [r.record for r in self._running.values() if r.record.target == target]
-        if running:
-            return running[-1]
-        try:
-            return EvalRun.from_dict(json.loads(self._path(target).read_text(encoding="utf-8")))
-        except (OSError, ValueError, TypeError):
-            return None
-
-    async def close(self) -> None:
-        for task in list(self._spawned):
-            task.cancel()
-        for running in list(self._running.values()):
-            running.task.cancel()
-        await asyncio.gather(
-            *self._spawned, *(r.task for r in self._running.values()), return_exceptions=True
-        )
 
     def _setup(self, project: Path | None) -> Setup:
         binary = opencode_setup.installed_binary(self._env)
@@ -368,7 +223,7 @@ class Evals:
             log.exception("eval of %s failed", change.target)
             error = f"{type(exc).__name__}: {exc}"
         finally:
-            self._progress(record, "stopping opencode and the copies' engines", force=True)
+            self.progress(record, "stopping opencode and the copies' engines", force=True)
             try:
                 await asyncio.gather(*(i.stop() for i in instances), return_exceptions=True)
             finally:
@@ -378,17 +233,7 @@ class Evals:
                 await asyncio.to_thread(shutil.rmtree, scratch, True)
                 record.state, record.error = state, error
                 compare.finish(record)
-                record.finished_at = time.time()
-                record.duration_ms = (time.perf_counter() - started) * 1000
-                self._running.pop(record.id, None)
-                self._last_progress.pop(record.id, None)
-                self._finished[record.id] = record
-                while len(self._finished) > KEEP_IN_MEMORY:
-                    self._finished.popitem(last=False)
-                if record.state != "cancelled" and change.kind != "proposal":
-                    with contextlib.suppress(OSError):
-                        await asyncio.to_thread(self._keep, record)
-                self._publish(record.brief())
+                await self.finish(record, started, keep=change.kind != "proposal")
         return record
 
     async def _compare(
@@ -400,7 +245,7 @@ class Evals:
         instances: list[Instance],
     ) -> list[ScenarioComparison]:
         after = instances[1]
-        self._progress(record, "copying both versions", force=True)
+        self.progress(record, "copying both versions", force=True)
         for instance in instances:
             await asyncio.to_thread(instance.copy, self._git)
         picked = Picked()
@@ -433,7 +278,7 @@ class Evals:
         if not runnable:
             return refused
         record.total = len(runnable) * record.repeat * 2
-        self._progress(record, "starting opencode for both versions", force=True)
+        self.progress(record, "starting opencode for both versions", force=True)
         await asyncio.gather(*(i.start(picked.imports) for i in instances))
         timeout = self._config().evals_timeout_ms / 1000
 
@@ -443,7 +288,7 @@ class Evals:
                 limit = (scenario.timeout_ms / 1000) if scenario.timeout_ms else timeout
                 result = await instance.run(scenario, attempt, limit, fork=fork)
             record.done += 1
-            self._progress(record, f"{instance.name}: {scenario.name} {result.state}")
+            self.progress(record, f"{instance.name}: {scenario.name} {result.state}")
             return result
 
         async def each(instance: Instance) -> dict[tuple[str, int], ScenarioRun]:
@@ -485,104 +330,3 @@ class Evals:
         except Exception as exc:  # that opencode is gone or refuses: the turn is asked alone
             log.info("the conversation of %s is not available: %s", info.id, exc)
             return None
-
-    def _progress(self, record: EvalRun, message: str, force: bool = False) -> None:
-        now = time.monotonic()
-        recent = now - self._last_progress.get(record.id, 0.0) < PROGRESS_EVERY_S
-        if recent and not force and record.done < record.total:
-            return
-        self._last_progress[record.id] = now
-        self._publish(EvalProgress(record.id, record.target, record.done, record.total, message))
-
-    # ---- keeping results -------------------------------------------------------------------------
-
-    def _path(self, target: str) -> Path:
-        return self._store / f"{os.path.basename(target)}.json"
-
-    def _keep(self, record: EvalRun) -> None:
-        write_atomic(self._path(record.target), json.dumps(record.to_dict(), ensure_ascii=False).encode())
-        kept = sorted(self._store.glob("*.json"), key=lambda p: p.stat().st_mtime)
-        for old in kept[: max(len(kept) - KEEP_RESULTS, 0)]:
-            with contextlib.suppress(OSError):
-                old.unlink()
-
-
-class Gatekeeper:
-    """The review gate's use of the checks: a change just held is checked at once (`evals_on_review`);
-    with `evals_auto_approve`, one that regresses no scenario is installed by itself, and one that does
-    stays held, its author told which scenario failed. The alert and the held change's `evals` say
-    the result in one line."""
-
-    def __init__(
-        self,
-        *,
-        evals: Evals,
-        config: Callable[[], Config],
-        pending: Callable[[str], PendingChange],
-        save: Callable[[PendingChange], None],
-        approve: Callable[[str, str], Awaitable[Any]],
-        tell: Callable[[str, str, str], Awaitable[object]],
-        publish: Callable[..., Any],
-    ) -> None:
-        self._evals = evals
-        self._config = config
-        self._pending = pending
-        self._save = save
-        self._approve = approve
-        self._tell = tell
-        self._publish = publish
-        self._tasks: set[asyncio.Task[Any]] = set()
-
-    def held(self, pending: PendingChange) -> None:
-        if not self._config().evals_on_review:
-            return
-        task = asyncio.get_running_loop().create_task(self._check(pending.id))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def close(self) -> None:
-        for task in list(self._tasks):
-            task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    async def _check(self, pending_id: str) -> None:
-        try:
-            result = await self._evals.check(await self._evals.pending_change(pending_id))
-        except EvalError as exc:
-            self._alert(f"pending change {pending_id}: evals could not run: {exc}")
-            return
-        try:
-            item = self._pending(pending_id)
-        except ChangeError:
-            return
-        item.evals = result.summary
-        self._save(item)
-        if item.status != "pending" or result.state == "cancelled":
-            return
-        if result.state != "done":
-            self._alert(f"pending change {pending_id} “{item.message}”: {result.summary}")
-            return
-        if result.regressed:
-            self._alert(f"pending change {pending_id} “{item.message}”: {result.summary}")
-            if item.provenance is not None and item.provenance.session:
-                await self._tell(item.provenance.session, held_message(item, result), item.id)
-            return
-        if self._config().evals_auto_approve:
-            try:
-                await self._approve(pending_id, APPROVER)
-            except ChangeError as exc:
-                self._alert(
-                    f"pending change {pending_id}: no scenario regressed, but it was not installed: {exc}"
-                )
-
-    def _alert(self, message: str) -> None:
-        log.warning("%s", message)
-        self._publish(Notice("evals", message), EventKind.WARNING)
-
-
-def held_message(item: PendingChange, result: EvalRun) -> str:
-    """What the author of a change is told when its checks keep it held."""
-    return (
-        f'Your proposed change "{item.message}" to {item.file} ({item.id}) stays held for the operator: '
-        f"a behaviour check that passes now fails with it.\n{compare.for_the_agent(result)}"
-    )
