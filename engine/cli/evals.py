@@ -8,19 +8,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from engine.cli.client import EngineClient, EngineUnavailable
 from engine.cli.common import UsageError, directory, print_json, running_client, workspace
+from engine.cli.jobs import ProgressLine, check_change, follow, read_pending
 from engine.protocol import calls
 
 if TYPE_CHECKING:
     from engine.protocol.records import EvalRun, PendingChange
+
+PROGRESS = ProgressLine("eval")
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
@@ -37,7 +38,7 @@ def cmd_eval(args: argparse.Namespace) -> int:
         raise UsageError("give --scenario or --turns, not both: re-asked turns are not scenarios")
     project = directory(args.project, "--project") if args.project else None
     pending = args.change.startswith("chg_")
-    touched = _check_change(root, args.change, pending)
+    touched = check_change(root, args.change, pending)
     if not any(f.startswith("evals/") for f in touched):  # else the change may bring the scenario
         _check_scenarios(root, args.scenario or [])
     _ensure_opencode()
@@ -53,35 +54,6 @@ def cmd_eval(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(render(result, color=sys.stdout.isatty()))
     return exit_status(result)
-
-
-def _read_pending(root: Path, pending_id: str) -> PendingChange:
-    from engine.protocol.records import PendingChange
-
-    path = root / "state" / "pending" / f"{os.path.basename(pending_id)}.json"
-    try:
-        return PendingChange.from_dict(json.loads(path.read_text(encoding="utf-8")))
-    except (OSError, ValueError, TypeError):
-        raise UsageError(f"no pending change {pending_id!r} in {root}") from None
-
-
-def _check_change(root: Path, ref: str, pending: bool) -> list[str]:
-    """The commit or the pending change exists (and is still pending); the files it touches."""
-    from engine.changes.gitstore import GitError, GitStore
-
-    if pending:
-        item = _read_pending(root, ref)
-        if item.status != "pending":
-            raise UsageError(f"change {ref} was already {item.status}")
-        return [item.file]
-    git = GitStore(root)
-    try:
-        sha = git.resolve(ref)
-    except GitError:
-        sha = ""
-    if not sha:
-        raise UsageError(f"no commit {ref!r} in {root}")
-    return git.files_changed(sha)
 
 
 def _check_scenarios(root: Path, names: list[str]) -> None:
@@ -108,19 +80,6 @@ def _ensure_opencode() -> None:
         raise UsageError(str(exc)) from exc
 
 
-def _progress(done: int, total: int, message: str) -> None:
-    if sys.stderr.isatty():
-        figures = f" {done}/{total}" if total else ""
-        sys.stderr.write(f"\r\x1b[Keval:{figures} {message}"[:200])
-        sys.stderr.flush()
-
-
-def _progress_done() -> None:
-    if sys.stderr.isatty():
-        sys.stderr.write("\r\x1b[K")
-        sys.stderr.flush()
-
-
 def _remotely(
     client: EngineClient, args: argparse.Namespace, pending: bool, project: Path | None
 ) -> dict[str, Any]:
@@ -137,21 +96,9 @@ def _remotely(
         eval_id = client.send(start).id
     except EngineUnavailable as exc:
         raise UsageError(str(exc)) from exc
-    try:
-        while True:
-            found = client.send(calls.eval_status(eval_id))
-            if found.state != "running":
-                return found.to_dict()
-            _progress(found.done, found.total, "running the scenarios")
-            time.sleep(0.3)
-    except KeyboardInterrupt:
-        with contextlib.suppress(EngineUnavailable):
-            client.send(calls.eval_cancel(eval_id))
-            while client.send(calls.eval_status(eval_id)).state == "running":  # until it has stopped all
-                time.sleep(0.2)
-        raise
-    finally:
-        _progress_done()
+    return follow(
+        client, eval_id, calls.eval_status, calls.eval_cancel, PROGRESS, "running the scenarios", 0.3
+    )
 
 
 async def _here(root: Path, args: argparse.Namespace, pending: bool, project: Path | None) -> dict[str, Any]:
@@ -170,9 +117,9 @@ async def _here(root: Path, args: argparse.Namespace, pending: bool, project: Pa
     journal = Journal(ws.journal_file) if ws.journal_file.exists() and args.turns else None
     sessions = SessionStore(journal, lambda change: None)
 
-    def read_pending(pending_id: str) -> PendingChange:
+    def pending_change(pending_id: str) -> PendingChange:
         try:
-            return _read_pending(root, pending_id)
+            return read_pending(root, pending_id)
         except UsageError as exc:
             raise ChangeError(str(exc)) from None
 
@@ -184,7 +131,7 @@ async def _here(root: Path, args: argparse.Namespace, pending: bool, project: Pa
 
     def publish(record: Record, kind: object = None) -> None:
         if isinstance(record, EvalProgress):
-            _progress(record.done, record.total, record.message)
+            PROGRESS.show(record.done, record.total, record.message)
 
     evals = Evals(
         root=root,
@@ -193,7 +140,7 @@ async def _here(root: Path, args: argparse.Namespace, pending: bool, project: Pa
         env=os.environ,
         publish=publish,
         store=ws.state_dir / "evals",
-        pending=read_pending,
+        pending=pending_change,
         project=lambda: None,
         model=chat_model,
         sessions=lambda: [s.info() for s in sessions.known()],
@@ -215,7 +162,7 @@ async def _here(root: Path, args: argparse.Namespace, pending: bool, project: Pa
     except EvalError as exc:
         raise UsageError(str(exc)) from exc
     finally:
-        _progress_done()
+        PROGRESS.clear()
         await evals.close()
         if journal is not None:
             journal.close()
