@@ -43,7 +43,11 @@ BACKGROUNDS = {
 
 
 class DiffView(LineView, can_focus=True):
-    """A head (subject, origin, trailers, review) above the diff of one change, in one scrolling pane."""
+    """A head (subject, origin, trailers, review) above the diff of one change, in one scrolling pane.
+
+    Over 30 methods: drawing a row (unified, a side, a line's colours) shares the widget's caches
+    of drawn blocks and styles, which its layout and styles empty; what needs none of them is in
+    modules of its own already (`diffprepare`, `difflayout`, `diffmarks`, `diffcolours`)."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "diff-view--added",
