@@ -5,9 +5,10 @@ engine, the answer to a command): its text whole, the change it names, the commi
 undo, and how long its toast stays: never more than a minute, unless it holds a decision (a change
 that awaits review), which stays until it is decided or closed. `Alerts` keeps the recent ones, so
 that a toast gone (or cut, for a long one) can be read whole again, and answers which change the
-newest one on screen names (the keys that select it and revert it act on that one).
+newest one on screen names (the keys that select it and revert it act on that one). The alerts the
+engine's records raise are made here too (`failure_alert`, `notice_alert`, `held_alert`, ...).
 
-Plain data, no Textual: the app shows an alert as a toast; the main screen's keys read `Alerts`.
+Plain data, no Textual: the notifier shows an alert as a toast; the main screen's keys read `Alerts`.
 """
 
 from __future__ import annotations
@@ -18,12 +19,16 @@ from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from typing import Final, Literal
 
+from engine.protocol.records import Attempt, Failure, Notice, PendingChange
+
 Severity = Literal["information", "warning", "error"]
 
 TOAST_MAX_S: Final = 60.0  # a toast stays at most this long, unless it holds a decision
 HELD_S: Final = 24 * 3600.0  # "until decided or closed": a toast that holds a decision
 LONG: Final = 240  # characters beyond which a toast shows the beginning (the whole: the alerts dialog)
 KEPT: Final = 50  # alerts kept to be read again
+FAILURE_ALERT_S: Final = 30.0  # how long the toast of a hook that started failing stays
+NOTICE_S: Final = 12.0  # how long the toast of a warning or an error the engine sent stays
 
 # The keys that act on an alert, as its toast names them (bound by the main screen).
 SHOW_KEY: Final = "j"
@@ -147,3 +152,67 @@ class Alerts:
 
     def newest_first(self) -> list[Alert]:
         return list(reversed(self.recent))
+
+
+def failure_alert(failure: Failure, since: bool = False) -> Alert:
+    """A hook failing, as the operator is alerted: the error's own last line and the change most
+    likely behind it (the engine's words), with the keys to show that change and to revert it.
+    `since`: the console found it failing when it started (no bell: it is not news)."""
+    suspect = failure.suspect
+    text = failure.message or f"hooks/{failure.hook} started failing at {failure.stage}: {failure.error}"
+    if since:
+        text = f"{text} [{failure.runs} failed run{'s' if failure.runs != 1 else ''} so far]"
+    revertible = suspect is not None and suspect.origin != "initial"
+    return Alert(
+        text,
+        "warning",
+        title="a hook is failing" if since else "a hook started failing",
+        timeout=FAILURE_ALERT_S,
+        change=suspect.sha if suspect else None,
+        revert=suspect.sha if revertible and suspect else None,
+        bell=not since,
+    )
+
+
+def notice_alert(severity: str, notice: Notice, changes: Iterable[str]) -> Alert:
+    """A warning or an error the engine sent, naming the change it is about when it names one."""
+    text = f"{notice.source}: {notice.message}"
+    return Alert(
+        text,
+        "error" if severity == "error" else "warning",
+        timeout=NOTICE_S,
+        change=named_change(notice.message, changes),
+    )
+
+
+def held_alert(pending: PendingChange) -> Alert:
+    """A change held for review: its toast stays until it is decided, and rings the bell."""
+    return Alert(
+        f"a change awaits your review: {pending.message} ({pending.file})",
+        "warning",
+        title="held for review",
+        change=pending.id,
+        decision=pending.id,
+        bell=True,
+    )
+
+
+def stale_alert(pending: PendingChange) -> Alert:
+    """A held change that can no longer be installed (its file changed under it)."""
+    return Alert(
+        f"“{pending.message}” can no longer be installed: {pending.note or 'its file changed'}",
+        "warning",
+        title="a held change went stale",
+        change=pending.id,
+        timeout=20,
+    )
+
+
+def attempt_alert(attempt: Attempt) -> Alert:
+    """An edit of the agent's that its test rejected."""
+    return Alert(
+        f"the agent tried “{attempt.message or attempt.file}” ({attempt.file}); its test "
+        "rejected it, so nothing was installed",
+        title="an attempt",
+        change=attempt.id,
+    )

@@ -27,7 +27,7 @@ from .difflayout import MIN_SPLIT, Item, Layout, build_layout, file_notes, item_
 from .diffmarks import LineMarks
 from .diffmodel import Diff, FileDiff, Line, whole_file
 from .diffprepare import CR, NO_NEWLINE, Prepared, prepare, wrapped_rows
-from .lineview import LineView
+from .lineview import LineView, selected, styled
 
 BLOCK = 64  # rows of one wrapped line drawn together
 MAX_CACHED = 4_000  # drawn blocks kept; more are dropped (a long scroll through a huge diff)
@@ -43,7 +43,11 @@ BACKGROUNDS = {
 
 
 class DiffView(LineView, can_focus=True):
-    """A head (subject, origin, trailers, review) above the diff of one change, in one scrolling pane."""
+    """A head (subject, origin, trailers, review) above the diff of one change, in one scrolling pane.
+
+    Over 30 methods: drawing a row (unified, a side, a line's colours) shares the widget's caches
+    of drawn blocks and styles, which its layout and styles empty; what needs none of them is in
+    modules of its own already (`diffprepare`, `difflayout`, `diffmarks`, `diffcolours`)."""
 
     COMPONENT_CLASSES: ClassVar[set[str]] = {
         "diff-view--added",
@@ -251,7 +255,7 @@ class DiffView(LineView, can_focus=True):
         strip = rows[within % BLOCK]
         selection = self.text_selection
         if selection is not None and (span := selection.get_span(row)) is not None:
-            strip = _selected(strip, span, self.screen.get_component_rich_style("screen--selection"))
+            strip = selected(strip, span, self.screen.get_component_rich_style("screen--selection"))
         # Offsets tell Textual which character is under the mouse, for selecting text to copy.
         return strip.apply_style(base).crop_extend(0, width, base).apply_offsets(0, row)
 
@@ -333,12 +337,12 @@ class DiffView(LineView, can_focus=True):
             row: Text = item[1]
             return [Strip(list(row.render(self.app.console)), row.cell_len)]
         if kind == "n":
-            return [self._one_row(_styled(item[1], self._style(item[2])), width)]
+            return [self._one_row(styled(item[1], self._style(item[2])), width)]
         if kind == "f":
             return [self._one_row(self._file_title(self.diff.files[item[1]]), width, self._style("file"))]
         if kind == "@":
             header = self.diff.files[item[1]].hunks[item[2]].header
-            return [self._one_row(_styled(header, self._style("hunk")), width)]
+            return [self._one_row(styled(header, self._style("hunk")), width)]
         if kind == "l":
             return self._draw_unified(layout, item[1], item[2], item[3], block)
         return self._draw_split(layout, item[1], item[2], item[3], item[4], block)
@@ -488,18 +492,3 @@ class DiffView(LineView, can_focus=True):
         if line.kind == "-":
             return self._style("sign-removed")
         return self._style("gutter")
-
-
-def _styled(text: str, style: Style) -> Text:
-    """Text in one style, as a span (Text.render ignores a Text's own base style)."""
-    out = Text(text)
-    out.stylize(style)
-    return out
-
-
-def _selected(strip: Strip, span: tuple[int, int], style: Style) -> Strip:
-    start, end = span
-    end = strip.cell_length if end == -1 else end
-    before, middle, after = strip.divide([start, end, strip.cell_length])
-    marked = Strip([Segment(text, (s or Style()) + style, c) for text, s, c in middle], middle.cell_length)
-    return Strip.join([before, marked, after])

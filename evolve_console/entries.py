@@ -4,6 +4,7 @@ hook runs view's filter. Plain data, no Textual, no Rich."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -152,3 +153,13 @@ class ChangeEntry:
     def session(self) -> str | None:
         found = self.provenance.session if self.provenance else None
         return found or self.trailers.get("session")
+
+
+def in_order(entries: Iterable[ChangeEntry]) -> dict[str, ChangeEntry]:
+    """The rows of the changes view in their one order, however they came (a listing, an event, a
+    restart): the commits as git lists them, oldest first, then what was never installed (the held
+    changes and the attempts its test rejected) by the time it was proposed (its id breaking ties)."""
+    listed = list(entries)
+    commits = [e for e in listed if e.is_commit]
+    held = sorted((e for e in listed if not e.is_commit), key=lambda e: (e.time or 0.0, e.key))
+    return {e.key: e for e in commits + held}

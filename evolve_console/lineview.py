@@ -1,8 +1,11 @@
-"""What the console's line-drawn widgets (the tables and the detail panes) share."""
+"""What the console's line-drawn widgets (the tables and the detail panes) share: the `LineView`, and
+text in one style (`styled`) and a selection (`selected`) as they draw them."""
 
 from __future__ import annotations
 
+from rich.segment import Segment
 from rich.style import Style
+from rich.text import Text
 from textual.geometry import Region, Size
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
@@ -51,3 +54,19 @@ class LineView(ScrollView):
             self.virtual_size = size  # scrollbars appear or go: the layout must change
             return
         self.refresh()
+
+
+def styled(text: str, style: Style) -> Text:
+    """Text in one style, as a span (Text.render ignores a Text's own base style)."""
+    out = Text(text)
+    out.stylize(style)
+    return out
+
+
+def selected(strip: Strip, span: tuple[int, int], style: Style) -> Strip:
+    """`strip` with the cells `span` (its end -1: to the end) in the selection's `style` too."""
+    start, end = span
+    end = strip.cell_length if end == -1 else end
+    before, middle, after = strip.divide([start, end, strip.cell_length])
+    marked = Strip([Segment(text, (s or Style()) + style, c) for text, s, c in middle], middle.cell_length)
+    return Strip.join([before, marked, after])

@@ -80,7 +80,12 @@ class Step:
 
 
 class MainScreen(Screen[None]):
-    """The views of one agent, and going between them."""
+    """The views of one agent, and going between them.
+
+    Over 30 methods: they are the keys that act from every view (going between views and back, the
+    alert's change shown or reverted, the toasts, the heartbeat, a stage by hand, the problems),
+    each an `action_` with its dialog's answer or its worker, and the routing of the views' messages;
+    what a view does is the view's own."""
 
     BINDINGS: ClassVar[list[BindingType]] = SCREEN_KEYS
     COMMANDS: ClassVar = {EvolveCommands}

@@ -1,7 +1,8 @@
 """The console's state without a screen: what the engine has told it, and what each event changes.
 
-The app feeds it the engine's answers and events, and draws the parts it reports changed. It
-imports neither Textual nor Rich, so the order of events (replays after a reconnect, numbers
+The app feeds it the engine's answers and events, and draws the parts it reports changed (its
+parts, the call that fetches each and what a batch changed: `parts.py`; its rows: `entries.py`;
+the alerts an event raises: `alerts.py`). It imports neither Textual nor Rich, so the order of events (replays after a reconnect, numbers
 skipped, an engine restarted under the console, a reload racing live events) is tested on plain
 data (`tests/unit/console/test_model.py`).
 """
@@ -11,12 +12,10 @@ from __future__ import annotations
 import contextlib
 from collections import Counter, deque
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
-from enum import StrEnum
+from dataclasses import replace
 from typing import Any, Final
 
 from engine.protocol import (
-    BRIEF_RUN_FIELDS,
     EngineStatus,
     Event,
     EventKind,
@@ -26,7 +25,6 @@ from engine.protocol import (
     SessionInfo,
     StageResult,
     ToolCall,
-    calls,
 )
 from engine.protocol.calls import Call
 from engine.protocol.records import (
@@ -40,11 +38,8 @@ from engine.protocol.records import (
     FailureList,
     Health,
     HeartbeatChanged,
-    JSONDict,
     Notice,
     OpencodeChanged,
-    ReplayProgress,
-    ReplayResult,
     ReviewRecorded,
     RunList,
     SessionChanged,
@@ -54,93 +49,23 @@ from engine.protocol.records import (
     ToolCallList,
 )
 
-from .alerts import Alert, named_change
+from .alerts import attempt_alert, failure_alert, held_alert, stale_alert
 
-# The rows the model holds (entries.py), named here with it.
+# The rows the model holds (entries.py) and its parts (parts.py), named here with it.
 from .entries import ChangeEntry as ChangeEntry
 from .entries import RunFilter as RunFilter
-
-HISTORY_LIMIT: Final = 500  # records each table is filled with from the journal (or git)
-MAX_ROWS: Final = 1000  # rows a live table keeps (the journal keeps everything)
-TICKS_KEPT: Final = 20  # the heartbeat's last ticks, as its history shows them
-FAILURE_ALERT_S: Final = 30.0  # how long the toast of a hook that started failing stays
-NOTICE_S: Final = 12.0  # how long the toast of a warning or an error the engine sent stays
+from .entries import in_order
+from .parts import HISTORY_LIMIT as HISTORY_LIMIT
+from .parts import MAX_ROWS as MAX_ROWS
+from .parts import TICKS_KEPT, Reloaded, brief, brief_run, query, trim
+from .parts import Part as Part
+from .parts import Update as Update
 
 # Events that say nothing of what the agent did (the engine's own notices, a replay's progress).
 _NOT_ACTIVITY: Final = frozenset({EventKind.WARNING, EventKind.ERROR, EventKind.REPLAY_PROGRESS})
 
 # What a payload that does not parse raises (a newer or older engine's shape).
 _UNPARSED = (TypeError, ValueError, KeyError, AttributeError)
-
-
-class Part(StrEnum):
-    """A piece of the console's state that is drawn, and fetched from the engine, as one."""
-
-    RUNS = "runs"  # the hook runs shown and the journal's counts
-    STAGES = "stages"  # the stage dispatches shown
-    SESSIONS = "sessions"
-    HEARTBEAT = "heartbeat"
-    CHANGES = "changes"  # the git history and the pending changes
-    STATUS = "status"  # the engine's status: opencode connections, config errors, workspace
-    COUNTS = "counts"  # the journal's counts alone
-    TOOLS = "tools"  # the tool calls shown
-    FAILURES = "failures"  # the hooks failing now, each with the change most likely behind it
-    TICKS = "ticks"  # the heartbeat's last ticks
-
-
-# Each part as the operator is told of it ("could not load the hook runs").
-PART_NAMES: Final = {
-    Part.RUNS: "the hook runs",
-    Part.STAGES: "the stage results",
-    Part.SESSIONS: "the sessions",
-    Part.HEARTBEAT: "the heartbeat's state",
-    Part.CHANGES: "the changes",
-    Part.STATUS: "the engine's status",
-    Part.COUNTS: "the journal's counts",
-    Part.TOOLS: "the tool calls",
-    Part.FAILURES: "the hooks failing now",
-    Part.TICKS: "the heartbeat's last ticks",
-}
-
-# What the engine answers for a part (`ConsoleModel.query`): the records of the routes that fetch them.
-Reloaded = (
-    RunList
-    | DispatchList
-    | SessionList
-    | HeartbeatStatus
-    | ChangeList
-    | EngineStatus
-    | ToolCallList
-    | FailureList
-    | TickList
-)
-
-
-def brief_run(data: JSONDict) -> HookRun:
-    """A hook run as a list shows it: the brief fields only (details are fetched when selected)."""
-    return HookRun.from_dict({"input": {}, **{k: data[k] for k in BRIEF_RUN_FIELDS if k in data}})
-
-
-def brief(run: HookRun) -> HookRun:
-    """A listed run cut to the brief fields, as a table keeps it (its details are fetched when
-    selected: 500 runs with their inputs and outputs would hold whole sessions)."""
-    return HookRun(**{k: getattr(run, k) for k in BRIEF_RUN_FIELDS}, input={})
-
-
-@dataclass
-class Update:
-    """What applying a batch of events changed, for the app to draw or fetch."""
-
-    runs: list[HookRun] = field(default_factory=list)  # rows to add or update, oldest first
-    stages: list[StageResult] = field(default_factory=list)  # likewise
-    redraw: set[Part] = field(default_factory=set)  # parts changed in the model
-    reload: set[Part] = field(default_factory=set)  # parts the events only announce: fetch them
-    notices: list[tuple[str, Notice]] = field(default_factory=list)  # ("warning" | "error", notice)
-    alerts: list[Alert] = field(default_factory=list)  # what should catch the operator's eye now
-    tools: list[ToolCall] = field(default_factory=list)  # tool calls to add or update, oldest first
-    replays: list[ReplayProgress | ReplayResult] = field(default_factory=list)  # progress, then ends
-    evals: list[EvalProgress | EvalRun] = field(default_factory=list)  # behaviour checks: likewise
-    decided: set[str] = field(default_factory=set)  # held changes decided or gone stale
 
 
 class ConsoleModel:
@@ -303,15 +228,15 @@ class ConsoleModel:
             # Only the newest rows can be shown: a flood costs the tables no more than that.
             update.runs = list(runs.values())[-MAX_ROWS:]
             self.runs.update((run.id, run) for run in update.runs)
-            _trim(self.runs)
+            trim(self.runs)
             update.redraw.add(Part.RUNS)
         if update.stages:
             self.dispatches.update((d.id, d) for d in update.stages)
-            _trim(self.dispatches)
+            trim(self.dispatches)
             update.redraw.add(Part.STAGES)
         if update.tools:
             self.tool_calls.update((c.id, c) for c in update.tools)
-            _trim(self.tool_calls)
+            trim(self.tool_calls)
             update.redraw.add(Part.TOOLS)
         self.stale |= update.reload
         return update
@@ -393,26 +318,9 @@ class ConsoleModel:
             update.reload.add(Part.CHANGES)
         else:
             if pending.status == "pending" and known is None:
-                update.alerts.append(
-                    Alert(
-                        f"a change awaits your review: {pending.message} ({pending.file})",
-                        "warning",
-                        title="held for review",
-                        change=pending.id,
-                        decision=pending.id,
-                        bell=True,
-                    )
-                )
+                update.alerts.append(held_alert(pending))
             elif pending.status == "stale" and known is not None and known.state != "stale":
-                update.alerts.append(
-                    Alert(
-                        f"“{pending.message}” can no longer be installed: {pending.note or 'its file changed'}",
-                        "warning",
-                        title="a held change went stale",
-                        change=pending.id,
-                        timeout=20,
-                    )
-                )
+                update.alerts.append(stale_alert(pending))
             entry = ChangeEntry.pending(pending)
             if known is not None and entry.evals is None:
                 entry = replace(entry, evals=known.evals)  # events carry it only once saved
@@ -464,14 +372,7 @@ class ConsoleModel:
             return
         if attempt.id not in self.changes:
             self.attempts_unseen += 1
-            update.alerts.append(
-                Alert(
-                    f"the agent tried “{attempt.message or attempt.file}” ({attempt.file}); its test "
-                    "rejected it, so nothing was installed",
-                    title="an attempt",
-                    change=attempt.id,
-                )
-            )
+            update.alerts.append(attempt_alert(attempt))
         self.changes[attempt.id] = ChangeEntry.attempt(attempt)
         self.changes = in_order(self.changes.values())
         update.redraw.add(Part.CHANGES)
@@ -509,25 +410,7 @@ class ConsoleModel:
 
     def query(self, part: Part) -> Call[Any]:
         """The call that fetches `part`; its answer goes to `apply_reload`."""
-        if part is Part.RUNS:
-            return calls.runs(**self.run_filter.params(), limit=HISTORY_LIMIT)
-        if part is Part.COUNTS:
-            return calls.runs(limit=0)
-        if part is Part.STAGES:
-            return calls.dispatches(limit=HISTORY_LIMIT)
-        if part is Part.CHANGES:
-            return calls.changes(limit=HISTORY_LIMIT)
-        if part is Part.TOOLS:
-            return calls.tool_calls(limit=HISTORY_LIMIT)
-        if part is Part.SESSIONS:
-            return calls.sessions()
-        if part is Part.HEARTBEAT:
-            return calls.heartbeat()
-        if part is Part.FAILURES:
-            return calls.failures()
-        if part is Part.TICKS:
-            return calls.heartbeat_ticks(limit=TICKS_KEPT)
-        return calls.status()
+        return query(part, self.run_filter)
 
     def apply_reload(self, part: Part, answer: Reloaded, since: int | None = None) -> bool:
         """The engine's answer for `part` (to `query(part)`); False when it was older than the model.
@@ -545,14 +428,14 @@ class ConsoleModel:
             if since is not None:
                 runs += [run for seq, run in self._live if seq > since]
             self.runs = {run.id: run for run in runs}
-            _trim(self.runs)
+            trim(self.runs)
             if runs:
                 self.last_activity = max(self.last_activity or 0.0, max(run.started_at for run in runs))
         elif part is Part.COUNTS and isinstance(answer, RunList):
             self.counts = dict(answer.counts or self.counts)
         elif part is Part.STAGES and isinstance(answer, DispatchList):
             self.dispatches = {d.id: d for d in reversed(answer.dispatches)}
-            _trim(self.dispatches)
+            trim(self.dispatches)
         elif part is Part.SESSIONS and isinstance(answer, SessionList):
             loaded = {s.id: s for s in answer.sessions}
             if since is not None:  # what an event newer than the answer said wins
@@ -584,7 +467,7 @@ class ConsoleModel:
                     ):
                         by_id[known.id] = known
             self.tool_calls = dict(sorted(by_id.items(), key=lambda item: item[1].started_at))
-            _trim(self.tool_calls)
+            trim(self.tool_calls)
         elif part is Part.HEARTBEAT and isinstance(answer, HeartbeatStatus):
             if newer_event:
                 return False
@@ -597,50 +480,3 @@ class ConsoleModel:
         else:
             raise TypeError(f"{type(answer).__name__} is not what the engine answers for {part}")
         return True
-
-
-def in_order(entries: Iterable[ChangeEntry]) -> dict[str, ChangeEntry]:
-    """The rows of the changes view in their one order, however they came (a listing, an event, a
-    restart): the commits as git lists them, oldest first, then what was never installed (the held
-    changes and the attempts its test rejected) by the time it was proposed (its id breaking ties)."""
-    listed = list(entries)
-    commits = [e for e in listed if e.is_commit]
-    held = sorted((e for e in listed if not e.is_commit), key=lambda e: (e.time or 0.0, e.key))
-    return {e.key: e for e in commits + held}
-
-
-def failure_alert(failure: Failure, since: bool = False) -> Alert:
-    """A hook failing, as the operator is alerted: the error's own last line and the change most
-    likely behind it (the engine's words), with the keys to show that change and to revert it.
-    `since`: the console found it failing when it started (no bell: it is not news)."""
-    suspect = failure.suspect
-    text = failure.message or f"hooks/{failure.hook} started failing at {failure.stage}: {failure.error}"
-    if since:
-        text = f"{text} [{failure.runs} failed run{'s' if failure.runs != 1 else ''} so far]"
-    revertible = suspect is not None and suspect.origin != "initial"
-    return Alert(
-        text,
-        "warning",
-        title="a hook is failing" if since else "a hook started failing",
-        timeout=FAILURE_ALERT_S,
-        change=suspect.sha if suspect else None,
-        revert=suspect.sha if revertible and suspect else None,
-        bell=not since,
-    )
-
-
-def notice_alert(severity: str, notice: Notice, changes: Iterable[str]) -> Alert:
-    """A warning or an error the engine sent, naming the change it is about when it names one."""
-    text = f"{notice.source}: {notice.message}"
-    return Alert(
-        text,
-        "error" if severity == "error" else "warning",
-        timeout=NOTICE_S,
-        change=named_change(notice.message, changes),
-    )
-
-
-def _trim(rows: dict[str, Any]) -> None:
-    """Drop the oldest rows beyond MAX_ROWS (as the tables do)."""
-    for key in list(rows)[: max(len(rows) - MAX_ROWS, 0)]:
-        del rows[key]

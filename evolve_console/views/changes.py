@@ -3,7 +3,10 @@ attempts their test rejected, each with where it came from and its review state;
 change with why it was made, what was checked, the hooks failing since it, its latest replay and
 behaviour checks, who runs it, and its diff (`ChangeDetail`: full width, side by side, whole file).
 The operator's decisions on the selected change (approve, revert, reject, dismiss) are made here,
-each asked first where it must be; its behaviour checks and its reach open from here too."""
+each asked first where it must be; its behaviour checks and its reach open from here too.
+
+Over 500 lines: the view has a dozen keys, each declared here with its description and tooltip,
+and handled here (its dialog, its worker); the change's detail is `changedetail.py`'s."""
 
 from __future__ import annotations
 
@@ -70,7 +73,12 @@ def change_row(c: ChangeEntry) -> tuple[str, list[Any]]:
 
 
 class ChangesView(TableView):
-    """The history with origin and review state, and the selected change in detail."""
+    """The history with origin and review state, and the selected change in detail.
+
+    Over 30 methods: view 5 has a dozen keys (approve, revert, reject, dismiss, the turn, replay,
+    behaviour checks, who runs it, the review filter, the diff wide, side by side, a file whole),
+    each an `action_` with its dialog's answer and the worker that sends the command; apart from the
+    view they would be keys without their handlers. What a change shows is `changedetail.py`'s."""
 
     NAME = "changes"
     LABEL = "Self-modifications"

@@ -785,7 +785,7 @@ def test_more_wraps_a_long_line_at_the_window_width() -> None:
 
 
 def test_columns_fit_the_view_growing_narrowing_and_giving_way() -> None:
-    from evolve_console.table import WIDTHS, fit
+    from evolve_console.columns import WIDTHS, fit
 
     columns = [WIDTHS[k] for k in ("time", "origin", "change", "files", "review")]
 
@@ -807,7 +807,7 @@ def test_free_text_gives_way_before_the_short_words_of_a_column() -> None:
     """A change's subject and its files yield their room first: its origin (`agent (held)`) and its
     review state (`failing since: 3 runs`, the longest of `reverted by 1a2b3c4`, `rejected by its
     test`) stay whole as long as they can."""
-    from evolve_console.table import WIDTHS, fit
+    from evolve_console.columns import WIDTHS, fit
 
     columns = [WIDTHS[k] for k in ("time", "origin", "change", "files", "review")]
     longest = max(len(s) for s in ("reverted by 1a2b3c4", "rejected by its test", "failing since: 3 runs"))
