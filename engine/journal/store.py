@@ -60,7 +60,7 @@ class Journal:
     (`failing` says why) nothing is dropped that a caller could have been answered for: the writer
     keeps it and tries again, `flush()` and `save_session` raise `JournalFailing`.
 
-    More than ~30 methods on purpose: this is the one face of the journal that the engine, the
+    Over 30 methods: on purpose, this is the one face of the journal that the engine, the
     replays and the tests hold, and almost every method is a line or two that hands over to the part
     doing that job (the module's docstring lists them); the work itself lives in those parts.
     """

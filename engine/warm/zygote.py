@@ -22,7 +22,7 @@ byte then fields separated by NUL bytes:
 Written for every Python from 3.10 on: no newer syntax, and no import at its top but what the
 interpreter has loaded anyway (what else it imports is taken out of the child's `sys.modules`).
 
-One file, longer than the engine's modules, on purpose: it is the script the hook's interpreter
+Over 500 lines: one file on purpose, it is the script the hook's interpreter
 runs, written out under the hook's `#!` line, and it can import nothing of its own. That Python may
 not see the engine at all (another version, another venv), and every module it imported would be
 one more in each child's `sys.modules` that a cold start of the hook does not have.

@@ -10,6 +10,8 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
 from engine.protocol.api import API_VERSION, SHIM_ROUTES
 from tests.support.environment import REPO
 
@@ -174,14 +176,28 @@ MODULE_LINES = 500
 CLASS_METHODS = 30
 
 
-def test_the_consoles_modules_and_classes_stay_small_or_say_why() -> None:
-    """A module of the console over 500 lines, or a class over 30 methods, says why in its docstring
-    ("Over 500 lines: ...", "Over 30 methods: ..."): a job grown into it goes into a module of its own."""
+def module_docstring(tree: ast.Module) -> str:
+    """The module's docstring, or its first string at the top level (engine/warm/zygote.py keeps one
+    line before it on purpose)."""
+    for node in tree.body[:2]:
+        if (
+            isinstance(node, ast.Expr)
+            and isinstance(node.value, ast.Constant)
+            and isinstance(node.value.value, str)
+        ):
+            return node.value.value
+    return ""
+
+
+@pytest.mark.parametrize("package", ["engine", "evolve_console", "evolve_demo"])
+def test_modules_and_classes_stay_small_or_say_why(package: str) -> None:
+    """A module over 500 lines, or a class over 30 methods, says why in its docstring ("Over 500
+    lines: ...", "Over 30 methods: ..."): a job grown into it goes into a module of its own."""
     unexplained = []
-    for name, path in modules("evolve_console").items():
+    for name, path in modules(package).items():
         text = path.read_text(encoding="utf-8")
         tree = ast.parse(text, str(path))
-        if len(text.splitlines()) > MODULE_LINES and "Over 500 lines" not in (ast.get_docstring(tree) or ""):
+        if len(text.splitlines()) > MODULE_LINES and "Over 500 lines" not in module_docstring(tree):
             unexplained.append(f"{name}: {len(text.splitlines())} lines")
         for node in ast.walk(tree):
             if isinstance(node, ast.ClassDef):
