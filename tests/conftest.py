@@ -48,7 +48,10 @@ from tests.support.checkout import created, listing  # noqa: E402
 from tests.support.environment import REPO  # noqa: E402
 from tests.support.warm import VARIABLE, WarmLoop, warm_enabled  # noqa: E402
 
-pytest_plugins = ["tests.support.leftovers"]  # after the last test: nothing left in HOME or TMPDIR
+pytest_plugins = [
+    "tests.support.leftovers",  # after the last test: nothing left in HOME or TMPDIR
+    "tests.support.tiers",  # after the run: the time each tier took
+]
 
 _FAILED = pytest.StashKey[bool]()
 _OWN_BASETEMP = pytest.StashKey[bool]()
