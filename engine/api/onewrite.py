@@ -1,5 +1,5 @@
-"""uvicorn's HTTP protocol (httptools) with what one step of the event loop writes on a connection
-sent in one `send`: an answer's headers and its body leave together.
+"""uvicorn's HTTP protocol (httptools) with an answer's status line and headers sent in one `send`
+with the first part of its body.
 
 uvicorn writes a response's status line and headers as soon as the application starts the response,
 then its body as a second write: two system calls per answer, each pushing a segment through the
@@ -17,43 +17,45 @@ from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 
 
 class _Joined:
-    """A transport whose writes made during one step of the event loop go out as one, at the end of
-    that step (before anything else is read or written on the connection); closing sends what is
-    pending first. Everything else is the real transport's."""
+    """A transport that holds a head (a write that starts with the status line and ends with the
+    blank line) until the next write, which it goes out with, at once; a head with no write after it
+    in the same step of the event loop (a stream's, whose first event is not there yet) goes out
+    alone at the end of that step. Closing sends a held head first. Everything else is the real
+    transport's."""
 
     def __init__(self, transport: asyncio.Transport, loop: asyncio.AbstractEventLoop) -> None:
         self._transport = transport
         self._loop = loop
-        self._pending: list[bytes] = []
+        self._held: bytes | None = None
 
     def write(self, data: bytes | bytearray | memoryview) -> None:
-        if not data:
-            return
-        if not self._pending:
+        if self._held is not None:
+            data, self._held = self._held + bytes(data), None
+        elif data[:5] == b"HTTP/" and data[-4:] == b"\r\n\r\n":
+            self._held = bytes(data)
             self._loop.call_soon(self._flush)
-        self._pending.append(bytes(data))
+            return
+        if data:
+            self._transport.write(data)
 
     def writelines(self, lines: Any) -> None:
         for data in lines:
             self.write(data)
 
     def _flush(self) -> None:
-        if not self._pending:
-            return
-        data = self._pending[0] if len(self._pending) == 1 else b"".join(self._pending)
-        self._pending.clear()
-        if not self._transport.is_closing():
-            self._transport.write(data)
+        held, self._held = self._held, None
+        if held is not None and not self._transport.is_closing():
+            self._transport.write(held)
 
     def get_write_buffer_size(self) -> int:
-        return self._transport.get_write_buffer_size() + sum(len(d) for d in self._pending)
+        return self._transport.get_write_buffer_size() + len(self._held or b"")
 
     def close(self) -> None:
         self._flush()
         self._transport.close()
 
     def abort(self) -> None:
-        self._pending.clear()
+        self._held = None
         self._transport.abort()
 
     def __getattr__(self, name: str) -> Any:

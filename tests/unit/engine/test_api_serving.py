@@ -123,21 +123,30 @@ class _Recording:
         return ("127.0.0.1", 9) if name == "peername" else default
 
 
-def test_what_one_step_writes_goes_out_in_one_write_and_closing_sends_it_first() -> None:
+def test_a_head_goes_out_with_the_body_at_once_and_alone_at_the_end_of_the_step() -> None:
+    head = b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n"
+
     async def scenario() -> None:
         real = _Recording()
         joined = _Joined(real, asyncio.get_running_loop())  # type: ignore[arg-type]
-        joined.write(b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n")
+        joined.write(head)
+        assert real.writes == []  # held for its body
         joined.write(b"{}")
-        assert real.writes == []  # not before the step ends
+        assert real.writes == [head + b"{}"]  # at once, in one write
         await asyncio.sleep(0)
-        assert real.writes == [b"HTTP/1.1 200 OK\r\ncontent-length: 2\r\n\r\n{}"]
+        assert real.writes == [head + b"{}"]  # nothing written twice
+        # A stream's head, with no body yet: alone, at the end of the step; its events as they come.
+        joined.write(head)
+        await asyncio.sleep(0)
+        assert real.writes[1:] == [head]
+        joined.write(b"data: 1\n\n")
+        assert real.writes[2:] == [b"data: 1\n\n"]
         assert joined.get_extra_info("peername") == ("127.0.0.1", 9)  # the rest is the transport's
-        joined.write(b"last")
-        joined.close()
-        assert real.writes[-1] == b"last" and real.closed
+        joined.write(head)
+        joined.close()  # a held head goes first
+        assert real.writes[3:] == [head] and real.closed
         await asyncio.sleep(0)
-        assert len(real.writes) == 2  # nothing written twice
+        assert len(real.writes) == 4
 
     asyncio.run(scenario())
 
