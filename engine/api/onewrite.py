@@ -2,10 +2,9 @@
 with the first part of its body.
 
 uvicorn writes a response's status line and headers as soon as the application starts the response,
-then its body as a second write: two system calls per answer, each pushing a segment through the
-loopback (the receiver's side of TCP is processed in the sender's system call), and, with Nagle's
-algorithm on (the engine's listening socket does not set TCP_NODELAY), a body held back until the
-client acknowledges the headers. Joined, an answer costs one of each.
+then its body as a second write: with TCP_NODELAY on (engine.service sets it), two system calls and
+two segments per answer, each pushed through the loopback in the sender's system call (the
+receiver's side of TCP included) and each waking the client. Joined, an answer costs one of each.
 """
 
 from __future__ import annotations
