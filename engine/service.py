@@ -135,6 +135,7 @@ async def serve(
     import uvicorn
 
     from engine.api import build_app
+    from engine.api.onewrite import OneWriteHttpTools
     from engine.runtime import Engine
 
     ws = Workspace(root)
@@ -158,6 +159,7 @@ async def serve(
     def server_for(tls: ssl.SSLContext | None = None) -> uvicorn.Server:
         config = uvicorn.Config(
             api,
+            http=OneWriteHttpTools,  # an answer's headers and body in one write
             log_level="warning",
             access_log=False,
             lifespan="off",

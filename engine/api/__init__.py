@@ -13,7 +13,6 @@ import asyncio
 from collections.abc import Mapping
 from typing import Protocol
 
-from starlette.applications import Starlette
 from starlette.types import ASGIApp
 
 from engine.api.changes import add_change_routes
@@ -126,4 +125,4 @@ def build_app(engine: Served, token: str) -> ASGIApp:
         config=lambda: engine.config.to_dict(),
         frozen=engine.sessions.frozen,
     )
-    return TokenAuth(Starlette(routes=router.routes), token)
+    return TokenAuth(router.app(), token)

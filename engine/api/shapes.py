@@ -42,18 +42,37 @@ def history_of(data: dict[str, Any]) -> list[dict[str, Any]] | None:
     found = _list(data.get("history"), "history")
     if found is None:
         return None
+    # A whole conversation at every tool call: the field's name is made only for an error.
     for i, message in enumerate(found):
-        where = f"history[{i}]"
         if not isinstance(message, dict):
-            raise ApiError(400, f"{where!r} must be an object (a message: info and parts)")
-        _obj(message.get("info"), f"{where}.info")
-        parts_of(message.get("parts"), f"{where}.parts")
+            raise ApiError(400, f"'history[{i}]' must be an object (a message: info and parts)")
+        info = message.get("info")
+        if info is not None and not isinstance(info, dict):
+            _obj(info, f"history[{i}].info")
+        parts = message.get("parts")
+        if parts is not None and not _plain_parts(parts):
+            parts_of(parts, f"history[{i}].parts")
     return found
+
+
+def _plain_parts(value: Any) -> bool:
+    """Whether `value` is a list of parts `parts_of` takes, told without naming anything."""
+    if type(value) is not list:
+        return False
+    for part in value:
+        if type(part) is not dict:
+            return False
+        kind, text = part.get("type"), part.get("text")
+        if (kind is not None and type(kind) is not str) or (text is not None and type(text) is not str):
+            return False
+    return True
 
 
 def parts_of(value: Any, where: str = "parts") -> list[dict[str, Any]]:
     """A message's parts: objects whose `type` and `text`, when present, are strings."""
     found = _list(value, where) or []
+    if _plain_parts(found):
+        return found
     for i, part in enumerate(found):
         if not isinstance(part, dict):
             raise ApiError(400, f"'{where}[{i}]' must be an object")
