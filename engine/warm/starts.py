@@ -60,6 +60,9 @@ LIMIT = 4  # interpreters kept ready at once; starting another stops the least r
 RETRY_AFTER_S = 60.0  # after a server could not start, its hooks start cold this long
 CHECK_EVERY_S = 1.0  # how often a server's interpreter files are compared with what it loaded
 REPROBE_EVERY_S = 10.0  # how often a `#!` line resolved through a script (a shim) is resolved again
+SHEBANGS_KEPT = 256  # hook files whose `#!` line is remembered (hooks are few; renamed ones leave entries)
+
+_Signature = tuple[int, int, int, int]
 
 
 @dataclass
@@ -91,6 +94,14 @@ class WarmStarts:
         self._closed = False
         self._source: bytes | None = None
         self._retired: set[Zygote] = set()
+        # Per hook file, its `#!` line's interpreter as read when the file had this signature: a run
+        # of an unchanged hook costs a stat, not an open, a read and a parse. A file rewritten
+        # without its signature changing still cannot run under another interpreter: the server
+        # compares the line it was sent with the file's when it starts the run (zygote.py).
+        self._shebangs: dict[str, tuple[_Signature, Interpreter | None]] = {}
+        # The last environment a slot was looked up for, a copy of it and its key: the runner
+        # passes the same dict every run, so the key is not sorted and built again unless it changed.
+        self._env_key: tuple[Mapping[str, str], dict[str, str], tuple[tuple[str, str], ...]] | None = None
         self.warm_runs = 0  # runs started warm, for tests and benchmarks
 
     async def ready(self, timeout: float = READY_TIMEOUT_S) -> None:
@@ -159,8 +170,7 @@ class WarmStarts:
         None when the hook is not one to start warm."""
         if self._closed:
             return None
-        line = first_line(path)
-        interpreter = python_interpreter(line) if line is not None else None
+        interpreter = self._interpreter(path)
         if interpreter is None or not os.access(path, os.X_OK) or not os.path.isdir(cwd):
             return None  # not Python, or a cold start fails in its own words
         slot = self._slot(interpreter, os.environ if env is None else env, cwd)
@@ -175,8 +185,35 @@ class WarmStarts:
             slot.starting = asyncio.ensure_future(self._start(slot))
         return slot
 
+    def _interpreter(self, path: str) -> Interpreter | None:
+        """The Python the `#!` line of the file at `path` starts (None: not Python, or unreadable),
+        read again whenever the file's signature changed."""
+        now = signature(path)
+        if now is None:
+            return None
+        known = self._shebangs.get(path)
+        if known is not None and known[0] == now:
+            return known[1]
+        line = first_line(path)
+        interpreter = python_interpreter(line) if line is not None else None
+        if len(self._shebangs) >= SHEBANGS_KEPT:
+            self._shebangs.clear()
+        self._shebangs[path] = (now, interpreter)
+        return interpreter
+
+    def _environment_key(self, env: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+        """`env` as part of a slot's key: its items, sorted. Comparing a dict with the copy kept of
+        it is a fraction of sorting it; any other mapping (os.environ) is sorted every time."""
+        known = self._env_key
+        if known is not None and known[0] is env and env == known[1]:
+            return known[2]
+        key = tuple(sorted(env.items()))
+        if type(env) is dict:
+            self._env_key = (env, dict(env), key)
+        return key
+
     def _slot(self, interpreter: Interpreter, env: Mapping[str, str], cwd: str) -> _Slot:
-        shared = (interpreter.line, tuple(sorted(env.items())))
+        shared = (interpreter.line, self._environment_key(env))
         slot = self._slots.get(shared)
         if slot is not None:  # only a slot whose interpreter does not depend on the cwd is shared
             slot.cwd = cwd  # where its next server starts (an earlier cwd may be gone)

@@ -594,6 +594,51 @@ class Ignored:
         pass
 
 
+def test_a_hook_whose_line_is_edited_runs_as_its_new_line_says_at_its_next_run(
+    ws: Path, tmp_path: Path
+) -> None:
+    """The engine remembers a hook's `#!` line while the file is unchanged: an edit of that line
+    (to a shell script and back) is what the very next run starts."""
+    hook = write_hook(ws, "edited.py", "print('{\"py\": 1}')\n")
+
+    async def scenario(warm: WarmStarts) -> list[Any]:
+        seen: list[Any] = []
+        for shebang, body in [
+            (f"#!{PY}", "print('{\"py\": 1}')\n"),
+            ("#!/bin/sh", "echo '{\"sh\": 1}'\n"),
+            (f"#!{PY}", "print('{\"py\": 2}')\n"),
+        ]:
+            write_hook(ws, "edited.py", body, shebang)
+            ready = await warm.prepare(str(hook), cwd=str(ws), env=None)
+            before = warm.warm_runs
+            run = await execute(_run(), hook, cwd=ws, timeout_ms=20_000, stdout_limit=1000, warm=warm)
+            seen.append((ready, warm.warm_runs - before, run.result))
+        return seen
+
+    assert with_warm(tmp_path, scenario) == [
+        (True, 1, {"py": 1}),
+        (False, 0, {"sh": 1}),
+        (True, 1, {"py": 2}),
+    ]
+
+
+def test_a_changed_environment_in_the_same_dict_gets_its_own_interpreter(ws: Path, tmp_path: Path) -> None:
+    """The engine passes the same dict for every run; a variable changed in it is seen by the next
+    run, from a server started in the changed environment."""
+    hook = write_hook(
+        ws, "env.py", "import json, os\nprint(json.dumps({'x': os.environ.get('EVOLVE_T_X')}))\n"
+    )
+    env = hook_env(EVOLVE_T_X="1")
+
+    async def scenario(warm: WarmStarts) -> list[Any]:
+        first = await run(hook, warm, env=env)
+        env["EVOLVE_T_X"] = "2"
+        second = await run(hook, warm, env=env)
+        return [first.result, second.result, len(warm._slots)]
+
+    assert with_warm(tmp_path, scenario) == [{"x": "1"}, {"x": "2"}, 2]
+
+
 def test_a_hook_rewritten_meanwhile_is_not_run_warm(ws: Path, tmp_path: Path) -> None:
     """The server reads the hook when it forks: when its #! line is no longer the one the engine
     saw (the file was rewritten in between), it runs nothing, and the engine starts the hook cold."""
