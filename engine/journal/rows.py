@@ -4,12 +4,12 @@ whole record as JSON)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from typing import Any, Final
 
 from engine.core import strictjson
 from engine.protocol.records import JSONDict, Record
+from engine.protocol.records.base import field_names
 
 Row = tuple[Any, ...]
 
@@ -96,13 +96,13 @@ def snapshot(record: Record) -> JSONDict:
     that the caller may go on changing the record), what they hold is shared (a history is never
     changed in place, only replaced, and copying it for every run would cost more than the run)."""
     out: JSONDict = {}
-    for f in dataclasses.fields(record):  # type: ignore[arg-type]
-        value = getattr(record, f.name)
+    for name in field_names(type(record)):
+        value = getattr(record, name)
         if isinstance(value, list):
             value = list(value)
         elif isinstance(value, dict):
             value = dict(value)
         elif isinstance(value, Record):
             value = value.to_dict()
-        out[f.name] = value
+        out[name] = value
     return out

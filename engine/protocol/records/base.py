@@ -19,9 +19,29 @@ def new_id(prefix: str) -> str:
     return f"{prefix}_{int(time.time() * 1000):011x}{uuid.uuid4().hex[:8]}"
 
 
+_NAMES: dict[type, tuple[str, ...]] = {}
+_NAME_SETS: dict[type, frozenset[str]] = {}
+
+
+def field_names(cls: type) -> tuple[str, ...]:
+    """The names of the dataclass `cls`'s fields, in order: fixed once the class is made, so looked
+    up once per class rather than for every record converted (events and journal rows, per run)."""
+    names = _NAMES.get(cls)
+    if names is None:
+        names = _NAMES[cls] = tuple(f.name for f in fields(cls))
+    return names
+
+
+def _name_set(cls: type) -> frozenset[str]:
+    names = _NAME_SETS.get(cls)
+    if names is None:
+        names = _NAME_SETS[cls] = frozenset(field_names(cls))
+    return names
+
+
 def known_fields(cls: type[_R], data: JSONDict) -> JSONDict:
     """The fields of `data` that the record `cls` has."""
-    names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+    names = _name_set(cls)
     return {k: v for k, v in data.items() if k in names}
 
 
@@ -46,7 +66,7 @@ def _plain(value: Any) -> Any:
     if kind is tuple:
         return tuple(_plain(v) for v in value)
     if is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+        return {name: _plain(getattr(value, name)) for name in field_names(type(value))}
     return copy.deepcopy(value)
 
 
@@ -55,7 +75,7 @@ class Record:
 
     def to_dict(self) -> JSONDict:
         """A snapshot: the record's fields as plain data, deep-copied (as dataclasses.asdict)."""
-        return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}  # type: ignore[arg-type]
+        return {name: _plain(getattr(self, name)) for name in field_names(type(self))}
 
     @classmethod
     def from_dict(cls: type[_R], data: JSONDict) -> _R:
