@@ -177,10 +177,13 @@ class Zygote:
             sent = True
             for f in (stdin_r_f, stdout_w_f, stderr_w_f):
                 f.close()  # the child has them now; their EOF must be the child's
-            why = await asyncio.wait_for(asyncio.shield(proc.started), START_TIMEOUT_S)
-        except TimeoutError:
-            self.abandon(f"no child started within {START_TIMEOUT_S:g} s")
-            why = proc.started.result() if proc.started.done() else "not started"
+            # A timer, not wait_for: wait_for would add a waiter future and its callbacks to every
+            # run, for a timeout that almost never fires.
+            timer = self._loop.call_later(START_TIMEOUT_S, self._not_started_in_time, proc)
+            try:
+                why = await asyncio.shield(proc.started)
+            finally:
+                timer.cancel()
         except OSError as exc:
             proc.report_not_started(f"cannot reach the server: {exc}")
             why = f"cannot reach the server: {exc}"
@@ -200,6 +203,15 @@ class Zygote:
             log.warning("hooks: warm start of %s failed (%s); started cold", path, why)
             return None
         return proc
+
+    def _not_started_in_time(self, proc: WarmProcess) -> None:
+        """No word from the server that the run's child started within START_TIMEOUT_S: the server
+        is given up, which ends the run as not started (it goes cold)."""
+        if proc.started.done():
+            return
+        why = f"no child started within {START_TIMEOUT_S:g} s"
+        self.abandon(why)
+        proc.report_not_started(why)  # nothing if giving the server up already said so
 
     def _forget(self, proc: WarmProcess, files: Sequence[Pipe]) -> None:
         self._runs.pop(proc.run, None)
