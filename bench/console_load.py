@@ -367,7 +367,8 @@ def is_showing(screen: str, tab: str) -> bool:
 def run_tmux(engine: EngineProcess, args: argparse.Namespace, base: Path) -> Result:
     result = Result("tmux")
     tmux = Terminal(base, size=(140, 40), name="console")
-    command = f"exec {sys.executable} -m engine console --attach {engine.url} --token {engine.token}"
+    # `--token=…`: a token may begin with "-", which the parser would read as an option.
+    command = f"exec {sys.executable} -m engine console --attach {engine.url} --token={engine.token}"
     try:
         tmux.start(command, cwd=ROOT)
         pid = tmux.pane_pid()

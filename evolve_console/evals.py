@@ -12,29 +12,22 @@ selected change's detail (`eval_text`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import ClassVar
+from typing import ClassVar, TypeGuard
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
-from textual import on, work
-from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Button, Label, ProgressBar, Static
-from textual.worker import Worker
 
 from engine.protocol import calls
 from engine.protocol.calls import Call
-from engine.protocol.records import EvalProgress, EvalRun, ScenarioComparison
+from engine.protocol.records import EvalCancelled, EvalProgress, EvalRun, ScenarioComparison
 from engine.protocol.text import short_target
 
 from .client import EngineClient, EngineError
 from .format import clean
 from .help import HELP_KEY
-from .messages import pass_failure_up
+from .jobscreen import JobScreen, job_css
 from .model import ChangeEntry
 from .replay import render_diff
 
@@ -197,22 +190,12 @@ def figures(scenarios: list[ScenarioComparison]) -> Table:
 # ---- the screen --------------------------------------------------------------------------------------
 
 
-class EvalScreen(ModalScreen[None]):
+class EvalScreen(JobScreen[EvalProgress, EvalRun]):
     """Runs a change's behaviour checks in the engine, with their progress, then shows the result.
     Escape closes it (checks under way go on in the engine, and their result is kept); `c` cancels
     them (the engine stops every process they started)."""
 
-    DEFAULT_CSS = """
-    EvalScreen { align: center middle; }
-    EvalScreen #eval-dialog {
-        width: 95%; height: 95%; padding: 0 1; background: $surface; border: thick $primary;
-    }
-    EvalScreen #eval-progress { height: 1; margin: 1 0 0 0; }
-    EvalScreen #eval-status { height: auto; color: $text-muted; }
-    EvalScreen #eval-body { height: 1fr; margin-top: 1; }
-    EvalScreen #eval-buttons { height: 3; }
-    EvalScreen #eval-buttons Button { margin-right: 2; }
-    """
+    DEFAULT_CSS = job_css("EvalScreen", "eval", status_height="auto")
     TITLE = "behaviour checks of a change"
     HELP_NOTE = (
         "The checks run each scenario through opencode with the agent's own model, at the version "
@@ -224,103 +207,29 @@ class EvalScreen(ModalScreen[None]):
         Binding("q", "app.quit", "Quit", show=False, tooltip="Close the console (the engine keeps running)"),
         HELP_KEY,
     ]
-
-    def __init__(self, client: Callable[[], EngineClient], change: ChangeEntry) -> None:
-        super().__init__()
-        self._client = client
-        self.change = change
-        self.target = change.pending_id or change.key
-        self.eval_id: str | None = None
-        self.result: EvalRun | None = None
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="eval-dialog"):
-            yield Label(Text(f"Behaviour checks: {self.change.subject}", style="bold"), id="eval-title")
-            yield ProgressBar(total=None, show_eta=False, id="eval-progress")
-            yield Static("starting…", id="eval-status", markup=False)
-            with VerticalScroll(id="eval-body"):
-                yield Static("", id="eval-report", markup=False)
-            with Horizontal(id="eval-buttons"):
-                yield Button("Cancel checks (c)", variant="warning", id="eval-cancel")
-                yield Button("Close (escape)", id="eval-close")
-
-    def on_mount(self) -> None:
-        self.start()
-
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        pass_failure_up(self, event)
+    PREFIX = "eval"
+    HEADING = "Behaviour checks"
+    CANCEL_LABEL = "Cancel checks (c)"
+    RUNNING = "running the scenarios"
+    UNIT = " runs"
+    CANCELLING = "cancelling: stopping the processes the checks started…"
+    WORKERS = ("start the behaviour checks", "load the behaviour checks", "cancel the behaviour checks")
 
     @property
-    def running(self) -> bool:
-        return self.result is None or self.result.state == "running"
+    def eval_id(self) -> str | None:
+        return self.job_id
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "cancel":
-            return True if self.running else None
-        return True
+    def start_call(self) -> Call[EvalRun]:
+        return start_eval(self.change)
 
-    @work(exclusive=True, group="eval-start", exit_on_error=False, name="start the behaviour checks")
-    async def start(self) -> None:
-        started = await self._client().send(start_eval(self.change))
-        self.eval_id = started.id
-        # They may have ended before their id came back: ask once, events do the rest.
-        self.show(await self._client().send(calls.eval_status(started.id)))
+    def status_call(self, job_id: str) -> Call[EvalRun]:
+        return calls.eval_status(job_id)
 
-    def follow(self, found: EvalProgress | EvalRun) -> None:
-        """Behaviour checks' event from the engine's stream (the app passes each one on)."""
-        if found.target != self.target or (self.eval_id is not None and found.id != self.eval_id):
-            return
-        if isinstance(found, EvalProgress):
-            if self.running:
-                self._progress(found.done, found.total, found.message)
-        elif self.eval_id is not None:
-            self.fetch(found.id)
+    def cancel_call(self, job_id: str) -> Call[EvalCancelled]:
+        return calls.eval_cancel(job_id)
 
-    @work(exclusive=True, group="eval-fetch", exit_on_error=False, name="load the behaviour checks")
-    async def fetch(self, eval_id: str) -> None:
-        self.show(await self._client().send(calls.eval_status(eval_id)))
+    def is_progress(self, record: EvalProgress | EvalRun) -> TypeGuard[EvalProgress]:
+        return isinstance(record, EvalProgress)
 
-    def show(self, result: EvalRun) -> None:
-        if self.result is not None and self.result.state != "running" and result.state == "running":
-            return  # an answer older than the end already shown
-        self.result = result
-        if result.state == "running":
-            self._progress(result.done, result.total, "running the scenarios")
-            return
-        bar = self.query_one("#eval-progress", ProgressBar)
-        total = max(result.total, 1)
-        bar.update(total=total, progress=total if result.state == "done" else result.done)
-        status = f"{result.state} in {result.duration_ms / 1000:.1f} s"
-        if result.error:
-            status += f": {result.error}"
-        self.query_one("#eval-status", Static).update(status)
-        self.query_one("#eval-report", Static).update(report(result))
-        self.query_one("#eval-cancel", Button).disabled = True
-        self.refresh_bindings()
-
-    def _progress(self, done: int, total: int, message: str) -> None:
-        bar = self.query_one("#eval-progress", ProgressBar)
-        if total:
-            bar.update(total=total, progress=done)
-        said = f"{message}: {done} of {total} runs" if total else message
-        self.query_one("#eval-status", Static).update(said)
-
-    @on(Button.Pressed, "#eval-cancel")
-    def action_cancel(self) -> None:
-        if self.running and self.eval_id is not None:
-            self.cancel_checks(self.eval_id)
-
-    @work(group="eval-cancel", exit_on_error=False, name="cancel the behaviour checks")
-    async def cancel_checks(self, eval_id: str) -> None:
-        try:
-            await self._client().send(calls.eval_cancel(eval_id))
-        except EngineError as exc:  # they ended meanwhile
-            self.notify(str(exc), timeout=5)
-            return
-        self.query_one("#eval-status", Static).update(
-            "cancelling: stopping the processes the checks started…"
-        )
-
-    @on(Button.Pressed, "#eval-close")
-    def action_close(self) -> None:
-        self.dismiss(None)
+    def report(self, result: EvalRun) -> RenderableType:
+        return report(result)

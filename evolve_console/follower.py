@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import time
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
@@ -53,6 +54,7 @@ FLOOD = 100  # pending events per tick (a quarter second) above which repaints s
 HEALTH_TIMEOUT_S = 10.0  # after a request failed, an engine slower than this to answer counts as down
 QUIET_S = 1.0  # an engine silent this long is asked whether it still answers (its row says when not)
 WATCH_S = 0.25  # how often the console looks for engines gone quiet (a row says so within ~2.5 s)
+GAP_RELOAD_S = 2.0  # the runs reloaded for events dropped on the way at most this often
 
 
 class Host(Protocol):
@@ -84,6 +86,7 @@ class Follower:
         self.host = host
         self._latest: dict[str, Worker[None]] = {}  # what a worker does -> the latest one
         self._running: set[Worker[Any]] = set()
+        self._runs_reloaded = float("-inf")  # when the announced parts last included the runs
 
     def _run(
         self, what: str, work: Coroutine[Any, Any, None], *, group: str, name: str, replace: bool = True
@@ -199,8 +202,23 @@ class Follower:
         if model.waiting > FLOOD and tick % 4:
             return None
         update = model.apply_waiting() if model.waiting else None
-        self.refresh(model.take_reloads())
+        self.refresh(self._due(model.take_reloads()))
         return update
+
+    def _due(self, parts: set[Part]) -> set[Part]:
+        """`parts` but the runs when they were reloaded less than `GAP_RELOAD_S` ago: under a flood
+        the engine drops events on the way at every batch, and each reload fetches and redraws the
+        whole history, which held the keyboard up once or twice a second. The runs meanwhile are
+        counted (the journal's counts) and those received are shown; the reload left out waits in
+        the model (`ConsoleModel.stale`) and comes once the interval is over."""
+        if Part.RUNS not in parts:
+            return parts
+        now = time.monotonic()
+        if now - self._runs_reloaded < GAP_RELOAD_S:
+            self.agent.model.stale.add(Part.RUNS)
+            return parts - {Part.RUNS}
+        self._runs_reloaded = now
+        return parts
 
     def refresh(self, parts: set[Part]) -> None:
         """Fetch the parts the events announced, in a worker of their own."""

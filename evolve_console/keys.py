@@ -9,6 +9,7 @@ covers the keys of every view and of the console."""
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Final
 
@@ -107,9 +108,18 @@ def view_keys(views: Registry) -> list[BindingType]:
     ]
 
 
-def actions_of(view: type[View]) -> set[str]:
-    """The actions the keys of `view` run."""
-    return {binding.action for binding in Binding.make_bindings(view.BINDINGS)}
+@functools.cache
+def actions_of(view: type[View]) -> frozenset[str]:
+    """The actions the keys of `view` run. Cached: a class's keys do not change, and Textual asks
+    `check_action` of every key shown at each change of focus or view (reading the bindings anew
+    each time was most of a key press's own work)."""
+    return frozenset(binding.action for binding in Binding.make_bindings(view.BINDINGS))
+
+
+@functools.cache
+def _views_actions(views: Registry) -> frozenset[str]:
+    """The actions of every view's own keys."""
+    return frozenset().union(*(actions_of(view) for view in views))
 
 
 @dataclass(frozen=True)
@@ -136,7 +146,7 @@ def applies(action: str, where: Where, views: Registry = VIEWS) -> bool | None:
     """As Textual's `check_action`: True, the key applies; None, it is shown dimmed (nothing here
     for it to act on, such as no change selected); False, it is not shown in this view at all."""
     shown = next((view for view in views if where.view == view.NAME), None)
-    if any(action in actions_of(view) for view in views):
+    if action in _views_actions(views):
         # A view's own key: only in the views that bind it, and as the view says.
         if shown is None or action not in actions_of(shown):
             return False

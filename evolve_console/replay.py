@@ -10,23 +10,18 @@ stream (`ReplayScreen.follow`), and fetches the whole result when the replay end
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable
-from typing import ClassVar
+from collections.abc import Iterable
+from typing import ClassVar, TypeGuard
 
 from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
-from textual import on, work
-from textual.app import ComposeResult
 from textual.binding import Binding, BindingType
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
-from textual.widgets import Button, Label, ProgressBar, Static
-from textual.worker import Worker
 
 from engine.protocol import calls
 from engine.protocol.calls import Call
 from engine.protocol.records import (
+    ReplayCancelled,
     ReplayProgress,
     ReplayResult,
     StageComparison,
@@ -35,9 +30,8 @@ from engine.protocol.records import (
 )
 from engine.protocol.text import absence, grouped_by_failures, short_target, shorten
 
-from .client import EngineClient, EngineError
 from .help import HELP_KEY
-from .messages import pass_failure_up
+from .jobscreen import JobScreen, job_css
 from .model import ChangeEntry
 
 CONTEXT = 160  # unchanged characters shown on each side of a change
@@ -173,125 +167,42 @@ def render_diff(segments: list[list[str]]) -> Text:
 # ---- the screen --------------------------------------------------------------------------------------
 
 
-class ReplayScreen(ModalScreen[None]):
+class ReplayScreen(JobScreen[ReplayProgress, ReplayResult]):
     """Replays a change in the engine, with its progress, then shows the figures and the differences.
     Escape closes it (a replay under way goes on in the engine, and its result is kept); `c` cancels."""
 
-    # Its own styles, so that the screen can move or be replaced as one piece.
-    DEFAULT_CSS = """
-    ReplayScreen { align: center middle; }
-    ReplayScreen #replay-dialog {
-        width: 95%; height: 95%; padding: 0 1; background: $surface; border: thick $primary;
-    }
-    ReplayScreen #replay-progress { height: 1; margin: 1 0 0 0; }
-    ReplayScreen #replay-status { height: 1; color: $text-muted; }
-    ReplayScreen #replay-body { height: 1fr; margin-top: 1; }
-    ReplayScreen #replay-buttons { height: 3; }
-    ReplayScreen #replay-buttons Button { margin-right: 2; }
-    """
+    DEFAULT_CSS = job_css("ReplayScreen", "replay", status_height="1")
     TITLE = "replay of a change"
     BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape", "close", "Close", id="replay.close", tooltip="Close (a replay under way goes on)"),
         Binding("c", "cancel", "Cancel replay", id="replay.cancel", tooltip="Stop the replay under way"),
         HELP_KEY,
     ]
-
-    def __init__(self, client: Callable[[], EngineClient], change: ChangeEntry) -> None:
-        super().__init__()
-        self._client = client
-        self.change = change
-        self.target = change.pending_id or change.key
-        self.replay_id: str | None = None
-        self.result: ReplayResult | None = None
-
-    def compose(self) -> ComposeResult:
-        with Vertical(id="replay-dialog"):
-            yield Label(Text(f"Replay: {self.change.subject}", style="bold"), id="replay-title")
-            yield ProgressBar(total=None, show_eta=False, id="replay-progress")
-            yield Static("starting…", id="replay-status", markup=False)
-            with VerticalScroll(id="replay-body"):
-                yield Static("", id="replay-report", markup=False)
-            with Horizontal(id="replay-buttons"):
-                yield Button("Cancel replay (c)", variant="warning", id="replay-cancel")
-                yield Button("Close (escape)", id="replay-close")
-
-    def on_mount(self) -> None:
-        self.start()
-
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        pass_failure_up(self, event)
+    PREFIX = "replay"
+    HEADING = "Replay"
+    CANCEL_LABEL = "Cancel replay (c)"
+    RUNNING = "replaying"
+    CANCELLING = "cancelling…"
+    WORKERS = ("start the replay", "load the replay's result", "cancel the replay")
 
     @property
-    def running(self) -> bool:
-        return self.result is None or self.result.state == "running"
+    def replay_id(self) -> str | None:
+        return self.job_id
 
-    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        if action == "cancel":
-            return True if self.running else None
-        return True
+    def start_call(self) -> Call[ReplayResult]:
+        return start_replay(self.change)
 
-    @work(exclusive=True, group="replay-start", exit_on_error=False, name="start the replay")
-    async def start(self) -> None:
-        started = await self._client().send(start_replay(self.change))
-        self.replay_id = started.id
-        # It may have ended before its id came back: ask once, events do the rest.
-        self.show(await self._client().send(calls.replay_status(started.id)))
+    def status_call(self, job_id: str) -> Call[ReplayResult]:
+        return calls.replay_status(job_id)
 
-    def follow(self, record: ReplayProgress | ReplayResult) -> None:
-        """A replay event from the engine's stream (the app passes each one on)."""
-        if record.target != self.target or (self.replay_id is not None and record.id != self.replay_id):
-            return
-        if isinstance(record, ReplayProgress):
-            if self.running:
-                self._progress(record.done, record.total, record.message)
-        elif self.replay_id is not None:
-            self.fetch(record.id)
+    def cancel_call(self, job_id: str) -> Call[ReplayCancelled]:
+        return calls.replay_cancel(job_id)
 
-    @work(exclusive=True, group="replay-fetch", exit_on_error=False, name="load the replay's result")
-    async def fetch(self, replay_id: str) -> None:
-        self.show(await self._client().send(calls.replay_status(replay_id)))
+    def is_progress(self, record: ReplayProgress | ReplayResult) -> TypeGuard[ReplayProgress]:
+        return isinstance(record, ReplayProgress)
 
-    def show(self, result: ReplayResult) -> None:
-        if self.result is not None and self.result.state != "running" and result.state == "running":
-            return  # an answer older than the end already shown
-        self.result = result
-        if result.state == "running":
-            self._progress(result.done, result.total, "replaying")
-            return
-        bar = self.query_one("#replay-progress", ProgressBar)
-        bar.update(
-            total=max(result.total, 1),
-            progress=max(result.total, 1) if result.state == "done" else result.done,
-        )
-        self.query_one("#replay-status", Static).update(
-            f"{result.state} in {result.duration_ms / 1000:.1f} s"
-            + (f": {result.error}" if result.error else "")
-            + f" · {result.total} replays of recorded inputs"
-        )
-        self.query_one("#replay-report", Static).update(report(result))
-        self.query_one("#replay-cancel", Button).disabled = True
-        self.refresh_bindings()
+    def report(self, result: ReplayResult) -> RenderableType:
+        return report(result)
 
-    def _progress(self, done: int, total: int, message: str) -> None:
-        bar = self.query_one("#replay-progress", ProgressBar)
-        if total:
-            bar.update(total=total, progress=done)
-        self.query_one("#replay-status", Static).update(f"{message}: {done} of {total}" if total else message)
-
-    @on(Button.Pressed, "#replay-cancel")
-    def action_cancel(self) -> None:
-        if self.running and self.replay_id is not None:
-            self.cancel_replay(self.replay_id)
-
-    @work(group="replay-cancel", exit_on_error=False, name="cancel the replay")
-    async def cancel_replay(self, replay_id: str) -> None:
-        try:
-            await self._client().send(calls.replay_cancel(replay_id))
-        except EngineError as exc:  # it ended meanwhile
-            self.notify(str(exc), timeout=5)
-            return
-        self.query_one("#replay-status", Static).update("cancelling…")
-
-    @on(Button.Pressed, "#replay-close")
-    def action_close(self) -> None:
-        self.dismiss(None)
+    def ended(self, result: ReplayResult) -> str:
+        return super().ended(result) + f" · {result.total} replays of recorded inputs"
