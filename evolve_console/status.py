@@ -102,8 +102,9 @@ def runs_line(model: ConsoleModel, shown: int, following: bool, unseen: int) -> 
     cut at the terminal's width never cuts it), that it does not, the new ones below (`unseen`) and
     the key that follows again."""
     counts, live = model.counts, model.events_seen["hook_run"]
+    runs = counts.get("runs", 0)
     text = (
-        f"{counts.get('runs', 0):,} runs in the journal · {counts.get('failed_runs', 0):,} failed · "
+        f"{runs:,} {'run' if runs == 1 else 'runs'} in the journal · {counts.get('failed_runs', 0):,} failed · "
         f"{live:,} received live · showing {shown:,}"
     )
     if not following:

@@ -529,7 +529,7 @@ def test_status_line_counts_match_the_journal(engine: EngineProcess) -> None:
         status = app.query_one("#runs-status")
         await pilot.pause(0.6)  # two batches of events
         assert text_of(status).startswith(
-            f"{counts['runs']:,} runs in the journal · 0 failed · 0 received live · showing {counts['runs']:,}"
+            f"{counts['runs']:,} {'run' if counts['runs'] == 1 else 'runs'} in the journal · 0 failed · 0 received live · showing {counts['runs']:,}"
         ), text_of(status)
 
     drive(engine, scenario)

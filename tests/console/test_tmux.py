@@ -147,7 +147,9 @@ def test_console_run_count_equals_the_journal_on_start(
 
         term.start(f"{evolve} console", cwd=tmp_path)
         screen = term.wait_for(
-            "the run count", lambda s: "engine ● connected" in s and "runs in the journal" in s, timeout=30
+            "the run count",
+            lambda s: "engine ● connected" in s and re.search(r"\d runs? in the journal", s),
+            timeout=30,
         )
         # The console applies events four times a second: its figure is read once it has stayed the
         # same for a second (four batches), so a batch still to come cannot change it afterwards.
@@ -158,7 +160,7 @@ def test_console_run_count_equals_the_journal_on_start(
             assert time.monotonic() < deadline, f"the run count never settled:\n{screen}"
             time.sleep(0.1)
             screen = term.screen()
-            match = re.search(r"([\d,]+) runs in the journal", screen)
+            match = re.search(r"([\d,]+) runs? in the journal", screen)
             value = int(match.group(1).replace(",", "")) if match else None
             if value != shown:
                 shown, since = value, time.monotonic()

@@ -192,6 +192,9 @@ def test_runs_line_counts_the_journal_the_live_runs_and_the_rows_shown() -> None
     assert runs_line(model(False), 0, True, 0) == (
         "0 runs in the journal · 0 failed · 0 received live · showing 0"
     )
+    one = model(True)
+    one.counts = {"runs": 1, "failed_runs": 0}
+    assert runs_line(one, 1, True, 0) == "1 run in the journal · 0 failed · 0 received live · showing 1"
 
 
 # ---- the view bar's badges ---------------------------------------------------------------------------
