@@ -13,6 +13,7 @@ from starlette.responses import Response
 
 from engine.api.http import ApiError, Router, answer
 from engine.changes.errors import ChangeError
+from engine.core.jobs import KEEP_IN_MEMORY
 from engine.protocol.records import Record
 from engine.protocol.routes import Route
 
@@ -101,7 +102,7 @@ def add_job_routes(
         job_id = request.path_params["id"]
         found = jobs.get(job_id)
         if found is None:
-            raise ApiError(404, f"no {noun} {job_id} (the engine keeps the last 20 by id)")
+            raise ApiError(404, f"no {noun} {job_id} (the engine keeps the last {KEEP_IN_MEMORY} by id)")
         return answer(found)
 
     @router.serve(routes.cancel)
