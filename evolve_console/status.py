@@ -81,21 +81,6 @@ def connection_items(
     return Pieces(items, Text(f"  {model.detail}", style="dim") if model.connected else None)
 
 
-def connection_line(
-    model: ConsoleModel,
-    workspace: str | None,
-    now: float,
-    down_since: float | None,
-    heard_at: float | None,
-) -> Text:
-    """The top bar in one line (`connection_items` one after the other)."""
-    text = Text(no_wrap=True, overflow="ellipsis")
-    pieces, address = connection_items(model, workspace, now, down_since, heard_at)
-    for item in [*pieces, *([address] if address else [])]:
-        text.append_text(item)
-    return text
-
-
 def runs_line(model: ConsoleModel, shown: int, following: bool, unseen: int) -> str:
     """The line under the runs: the journal's counts, the runs received live, the rows shown
     (`shown`), and while the table does not follow (the operator moved its cursor), first (a line

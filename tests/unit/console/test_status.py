@@ -12,9 +12,20 @@ from rich.text import Text
 
 from engine.protocol import Change, ConnectionInfo, EngineStatus, HeartbeatStatus, PendingChange
 from evolve_console.model import ChangeEntry, ConsoleModel
-from evolve_console.status import badges, connection_line, has_problems, problems_text, runs_line
+from evolve_console.status import badges, connection_items, has_problems, problems_text, runs_line
 
 NOW = 1_700_000_000.0  # 2023-11-14 22:13:20 UTC
+
+
+def connection_line(
+    model: ConsoleModel, workspace: str | None, now: float, down_since: float | None, heard_at: float | None
+) -> Text:
+    """The top bar's pieces (`connection_items`) in one line, as the bar shows them when they fit."""
+    text = Text(no_wrap=True, overflow="ellipsis")
+    pieces, address = connection_items(model, workspace, now, down_since, heard_at)
+    for item in [*pieces, *([address] if address else [])]:
+        text.append_text(item)
+    return text
 
 
 def status(**fields: object) -> EngineStatus:
