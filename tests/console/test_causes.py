@@ -26,6 +26,7 @@ from evolve_console.evals import EvalScreen
 from evolve_console.messages import Toast
 from evolve_console.reach import ReachScreen
 from evolve_console.screens import MoreScreen, RevertScreen
+from evolve_console.table import KeyedTable
 from evolve_console.views import ChangesView
 from tests.console.conftest import (
     Scenario,
@@ -61,6 +62,14 @@ def views_text(app: EvolveConsole) -> str:
 def toasts(app: EvolveConsole) -> list[Widget]:
     """The toasts on screen (Textual's Toast widgets, by their type's name)."""
     return list(app.screen.query("Toast"))
+
+
+def reach_shown(app: EvolveConsole) -> ReachScreen | None:
+    """The "who runs it" screen once its rows are there (they are filled when it mounts)."""
+    screen = app.screen
+    if isinstance(screen, ReachScreen) and any(table.keys() for table in screen.query(KeyedTable)):
+        return screen
+    return None
 
 
 def break_the_heartbeat(engine: EngineProcess) -> str:
@@ -297,7 +306,7 @@ def test_a_change_lists_who_runs_it_and_each_session_and_answer_opens(engine: En
         assert "what was checked\nno test covers prompts/chat.md" in head
 
         await pilot.press("u")
-        screen = await wait_until(pilot, lambda: isinstance(app.screen, ReachScreen) and app.screen, "u")
+        screen = await wait_until(pilot, lambda: reach_shown(app), "u")
         assert isinstance(screen, ReachScreen)
         rows = screen.query_one("#reach-rows")
         (reach,) = engine.get(f"/v1/changes/{sha}/reach")["sessions"]
@@ -309,7 +318,7 @@ def test_a_change_lists_who_runs_it_and_each_session_and_answer_opens(engine: En
             pilot, lambda: app.shown == "sessions" and sessions.selected_key() == "ses_reach", "view 3"
         )
         await pilot.press("escape")  # back to who runs it, as it was
-        screen = await wait_until(pilot, lambda: isinstance(app.screen, ReachScreen) and app.screen, "back")
+        screen = await wait_until(pilot, lambda: reach_shown(app), "back")
         assert isinstance(screen, ReachScreen)
         await pilot.press("down", "enter")  # the answer's stage result, in view 2
         stages = table(app, "stages")
@@ -317,7 +326,7 @@ def test_a_change_lists_who_runs_it_and_each_session_and_answer_opens(engine: En
             pilot, lambda: app.shown == "stages" and stages.selected_key() == answer["dispatch"], "view 2"
         )
         await pilot.press("escape")
-        screen = await wait_until(pilot, lambda: isinstance(app.screen, ReachScreen) and app.screen, "back")
+        screen = await wait_until(pilot, lambda: reach_shown(app), "back")
         assert isinstance(screen, ReachScreen)
         assert screen.query_one("#reach-rows").selected_key() == f"answer:{answer['dispatch']}"  # type: ignore[attr-defined]
         await pilot.press("escape")
