@@ -45,12 +45,21 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 sys.dont_write_bytecode = False
 
 from tests.support.checkout import created, listing  # noqa: E402
-from tests.support.environment import REPO  # noqa: E402
+from tests.support.environment import REPO, drop_shims  # noqa: E402
 from tests.support.warm import VARIABLE, WarmLoop, warm_enabled  # noqa: E402
+
+# Hooks start as `#!/usr/bin/env python3`: through a version manager's shim (pyenv's is a shell script
+# that runs a dozen more) each start costs ~90 ms more CPU, paid thousands of times in a run. Every
+# process of the run gets PATH without the shims, when a python3 remains on it.
+_PATH = os.environ.get("PATH", "")
+if drop_shims(os.environ) == "?":
+    os.environ["PATH"] = _PATH
+HOOK_PYTHON = shutil.which("python3") or "none on PATH"
 
 pytest_plugins = [
     "tests.support.leftovers",  # after the last test: nothing left in HOME or TMPDIR
     "tests.support.tiers",  # after the run: the time each tier took
+    "tests.support.groups",  # under xdist: the tests of an xdist_group in one worker
 ]
 
 _FAILED = pytest.StashKey[bool]()
@@ -138,7 +147,7 @@ def pytest_unconfigure(config: pytest.Config) -> None:
 
 
 def pytest_report_header(config: pytest.Config) -> str:
-    return f"warm starts of Python hooks: {config.getoption('--warm-start')}"
+    return f"warm starts of Python hooks: {config.getoption('--warm-start')}; python3 on PATH: {HOOK_PYTHON}"
 
 
 @pytest.fixture(scope="session", autouse=True)

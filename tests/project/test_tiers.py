@@ -44,3 +44,43 @@ def test_a_tier_is_the_folder_under_tests() -> None:
     assert tier_of("tests/engine/test_x.py::test_y[a/b]") == "tests/engine"
     assert tier_of("tests/unit/engine/test_x.py::test_y") == "tests/unit"
     assert tier_of("tier/test_case.py::test_y") == "tier"
+
+
+GROUPED = """
+import os, pytest
+
+pytestmark = pytest.mark.xdist_group("costly")
+
+@pytest.mark.parametrize("i", range(6))
+def test_in_the_group(i):
+    print(os.environ["PYTEST_XDIST_WORKER"])
+"""
+
+ALONE = """
+import pytest
+
+@pytest.mark.parametrize("i", range(6))
+def test_alone(i):
+    pass
+"""
+
+
+def test_the_tests_of_an_xdist_group_run_in_one_worker(tmp_path: Path) -> None:
+    """Under `--dist loadgroup` (scripts/test.sh), tests/support/groups.py keeps a group in one worker,
+    so that a module's costly fixture is built once."""
+    (tmp_path / "cases").mkdir()
+    (tmp_path / "cases" / "test_grouped.py").write_text(GROUPED)
+    (tmp_path / "cases" / "test_alone.py").write_text(ALONE)
+    env = isolated_env(tmp_path / "home", PYTHONPATH=str(REPO))
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-v", "-p", "tests.support.groups", "-p", "no:cacheprovider",
+         "-n", "3", "--dist", "loadgroup", f"--basetemp={tmp_path / 'base'}", f"--rootdir={tmp_path}",
+         str(tmp_path / "cases")],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    grouped = [line for line in proc.stdout.splitlines() if "PASSED" in line and "test_in_the_group" in line]
+    assert len(grouped) == 6, proc.stdout
+    assert len({line.split()[0] for line in grouped}) == 1, "\n".join(grouped)  # [gwN]: one worker
+    alone = [line for line in proc.stdout.splitlines() if "PASSED" in line and "test_alone" in line]
+    assert len({line.split()[0] for line in alone}) > 1, proc.stdout  # the others are spread
