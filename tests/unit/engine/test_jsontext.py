@@ -55,7 +55,9 @@ def test_the_prompts_are_known_by_their_items_and_an_edit_is_encoded_anew() -> N
     with mock.patch.object(jsontext.strictjson, "dumps", wraps=strictjson.dumps) as dumps:
         assert jsontext.kept_text({"chat": "one", "recover": "two"}) == first  # a new dict, same items
         assert dumps.call_count == 0
-        assert jsontext.kept_text({"chat": "one", "recover": "edited"}) == '{"chat": "one", "recover": "edited"}'
+        assert (
+            jsontext.kept_text({"chat": "one", "recover": "edited"}) == '{"chat": "one", "recover": "edited"}'
+        )
         assert dumps.call_count == 1
 
 
