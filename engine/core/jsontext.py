@@ -4,7 +4,8 @@ message). A hook's stdin splices their kept text between the rest of its input, 
 and the journal's blobs take the same text: each is encoded once per change, not once per run.
 
 A history is kept by identity, and only one its owner declared never changed in place (`keep`:
-the session store replaces a history, it never edits one). The kept values are held, so that an
+the session store replaces a history, it never edits one, nor its messages); its text is made of
+its messages' kept texts, so a history that grew encodes its new messages only. The kept values are held, so that an
 id is never reused while it is remembered. The prompts are recognised by their items (a new dict
 with the same strings encodes the same). The writer thread of the journal reads these too: the
 tables change under a lock, and a lookup is one `dict.get`.
@@ -25,6 +26,9 @@ _FLAT_KEYS: Final = 64  # a dict of at most this many strings is recognised by i
 _lock = threading.Lock()
 _held: dict[int, list[Any]] = {}  # id -> a list declared never changed in place (see `keep`)
 _texts: dict[Hashable, tuple[Any, str]] = {}  # id(list) or a flat dict's items -> (the value, its text)
+ITEMS_KEPT: Final = 4096
+"""The items of kept lists (a history's messages) whose text is kept, the newest ones."""
+_items: dict[int, tuple[Any, str]] = {}  # id(an item of a kept list) -> (the item, its text)
 
 
 def keep(value: list[Any]) -> None:
@@ -55,7 +59,7 @@ def kept_text(value: Any) -> str | None:
     found = _texts.get(key)
     if found is not None and (found[0] is value or type(key) is tuple):
         return found[1]
-    text = strictjson.dumps(value)
+    text = strictjson.dumps(value) if type(key) is tuple else _list_text(value)
     with _lock:
         if type(key) is tuple:
             flat = [k for k in _texts if type(k) is tuple]
@@ -65,6 +69,24 @@ def kept_text(value: Any) -> str | None:
             return text  # let go meanwhile: not remembered
         _texts[key] = (value, text)
     return text
+
+
+def _list_text(value: list[Any]) -> str:
+    """The text of a kept list, from the kept texts of its items: a history that grew by a message
+    encodes that message only (the session store gives the messages it had their old objects)."""
+    parts = []
+    for item in value:
+        found = _items.get(id(item))
+        if found is not None and found[0] is item:
+            parts.append(found[1])
+            continue
+        text = strictjson.dumps(item)
+        with _lock:
+            _items[id(item)] = (item, text)
+            while len(_items) > ITEMS_KEPT:
+                del _items[next(iter(_items))]
+        parts.append(text)
+    return "[" + ", ".join(parts) + "]"
 
 
 def dumps(doc: Mapping[str, Any], spliced: tuple[str, ...] = ("prompts", "history")) -> str:

@@ -206,7 +206,14 @@ class SessionStore:
     def set_history(self, session_id: str, history: list[Any]) -> None:
         session_id = escaped(session_id)
         session = self.get(session_id)
-        if history != session.history:
+        old = session.history
+        if old is not None:
+            # The messages it had keep their objects (opencode sends the whole history every time),
+            # whose JSON text is kept: only the new ones are encoded (jsontext).
+            history = [o if i < len(old) and (o := old[i]) == h else h for i, h in enumerate(history)]
+            if len(history) == len(old) and all(a is b for a, b in zip(history, old, strict=True)):
+                return  # unchanged
+        if history != old:
             session.history = history
             jsontext.keep(history)  # replaced, never changed in place: its text is encoded once
             session.history_length = len(history)

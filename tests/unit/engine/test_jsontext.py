@@ -37,7 +37,7 @@ def test_a_kept_history_is_encoded_once_and_a_list_not_kept_every_time() -> None
         for _ in range(3):
             jsontext.dumps(_payload(kept))
         encoded = [c.args[0] for c in dumps.call_args_list]
-        assert sum(1 for v in encoded if v is kept) == 1
+        assert sum(1 for v in encoded if v is kept[0]) == 1  # its one message, once
         dumps.reset_mock()
         for _ in range(3):
             jsontext.dumps(_payload(other))
@@ -84,3 +84,14 @@ def test_a_lone_surrogate_in_a_part_keeps_the_document_encodable_and_equal() -> 
 def test_a_document_without_kept_values_is_strictjson_s() -> None:
     doc = {"hook": "discover", "n": float("nan"), "history": [1, 2]}
     assert jsontext.dumps(doc) == strictjson.dumps(doc)
+
+
+def test_a_kept_history_that_grew_encodes_its_new_messages_only() -> None:
+    old = [{"role": "user", "parts": [{"type": "text", "text": f"m{i}"}]} for i in range(3)]
+    jsontext.keep(old)
+    assert jsontext.kept_text(old) == strictjson.dumps(old)
+    grown = [*old, {"role": "assistant", "parts": []}]
+    jsontext.keep(grown)
+    with mock.patch.object(jsontext.strictjson, "dumps", wraps=strictjson.dumps) as dumps:
+        assert jsontext.kept_text(grown) == strictjson.dumps(grown)
+        assert [c.args[0] for c in dumps.call_args_list[:-1]] == [grown[-1]]  # the last: the check
