@@ -20,24 +20,52 @@ from typing import Any, Final
 from engine.core import strictjson
 
 KEPT: Final = 16
-"""Values whose text is kept, of each kind (the newest ones)."""
+"""Histories whose text may be kept (the newest ones passed to `keep`)."""
+CHARS_KEPT: Final = 16 * 2**20
+"""Of each table of texts (whole values, a history's messages), at most this many characters."""
 _FLAT_KEYS: Final = 64  # a dict of at most this many strings is recognised by its items
+
+
+class _Texts:
+    """key -> (the value, its text), the oldest let go past `count` entries or `chars` of text. The
+    value is held, so that an id used as a key is never reused while it is here. Changed under
+    `_lock`; read without it (one `dict.get`)."""
+
+    def __init__(self, count: int, chars: int) -> None:
+        self.entries: dict[Hashable, tuple[Any, str]] = {}
+        self._count = count
+        self._chars = chars
+        self._size = 0
+
+    def put(self, key: Hashable, value: Any, text: str) -> None:
+        if len(text) > self._chars:
+            return  # larger than the whole table: encoded again when asked for
+        self.pop(key)
+        self.entries[key] = (value, text)
+        self._size += len(text)
+        while len(self.entries) > self._count or self._size > self._chars:
+            self.pop(next(iter(self.entries)))
+
+    def pop(self, key: Hashable) -> None:
+        gone = self.entries.pop(key, None)
+        if gone is not None:
+            self._size -= len(gone[1])
+
 
 _lock = threading.Lock()
 _held: dict[int, list[Any]] = {}  # id -> a list declared never changed in place (see `keep`)
-_texts: dict[Hashable, tuple[Any, str]] = {}  # id(list) or a flat dict's items -> (the value, its text)
-ITEMS_KEPT: Final = 4096
-"""The items of kept lists (a history's messages) whose text is kept, the newest ones."""
-_items: dict[int, tuple[Any, str]] = {}  # id(an item of a kept list) -> (the item, its text)
+_texts = _Texts(2 * KEPT, CHARS_KEPT)  # id(a held list) or a flat dict's items -> its text
+_items = _Texts(4096, CHARS_KEPT)  # id(an item of a held list: a message) -> its text
 
 
 def keep(value: list[Any]) -> None:
-    """Declare that `value` is never changed in place from now on: its text may be kept and reused."""
+    """Declare that `value` is never changed in place from now on, nor what it holds: its text may
+    be kept and reused."""
     with _lock:
         _held[id(value)] = value
         while len(_held) > KEPT:
             gone = _held.pop(next(iter(_held)))
-            _texts.pop(id(gone), None)
+            _texts.pop(id(gone))
 
 
 def _key(value: Any) -> Hashable | None:
@@ -56,18 +84,13 @@ def kept_text(value: Any) -> str | None:
     key = _key(value)
     if key is None:
         return None
-    found = _texts.get(key)
+    found = _texts.entries.get(key)
     if found is not None and (found[0] is value or type(key) is tuple):
         return found[1]
     text = strictjson.dumps(value) if type(key) is tuple else _list_text(value)
     with _lock:
-        if type(key) is tuple:
-            flat = [k for k in _texts if type(k) is tuple]
-            if len(flat) >= KEPT:
-                _texts.pop(flat[0], None)
-        elif _held.get(id(value)) is not value:
-            return text  # let go meanwhile: not remembered
-        _texts[key] = (value, text)
+        if type(key) is tuple or _held.get(id(value)) is value:  # not let go meanwhile
+            _texts.put(key, value, text)
     return text
 
 
@@ -76,15 +99,13 @@ def _list_text(value: list[Any]) -> str:
     encodes that message only (the session store gives the messages it had their old objects)."""
     parts = []
     for item in value:
-        found = _items.get(id(item))
+        found = _items.entries.get(id(item))
         if found is not None and found[0] is item:
             parts.append(found[1])
             continue
         text = strictjson.dumps(item)
         with _lock:
-            _items[id(item)] = (item, text)
-            while len(_items) > ITEMS_KEPT:
-                del _items[next(iter(_items))]
+            _items.put(id(item), item, text)
         parts.append(text)
     return "[" + ", ".join(parts) + "]"
 

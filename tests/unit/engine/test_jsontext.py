@@ -95,3 +95,24 @@ def test_a_kept_history_that_grew_encodes_its_new_messages_only() -> None:
     with mock.patch.object(jsontext.strictjson, "dumps", wraps=strictjson.dumps) as dumps:
         assert jsontext.kept_text(grown) == strictjson.dumps(grown)
         assert [c.args[0] for c in dumps.call_args_list[:-1]] == [grown[-1]]  # the last: the check
+
+
+def test_the_kept_texts_are_bounded_by_count_and_by_characters() -> None:
+    table = jsontext._Texts(count=3, chars=10)
+    for key in "abcd":
+        table.put(key, key, "xx")
+    assert list(table.entries) == ["b", "c", "d"]  # the oldest let go past 3
+    table.put("e", "e", "yyyyyyy")  # 2 + 2 + 7 > 10: the oldest go until it fits
+    assert list(table.entries) == ["d", "e"]
+    table.put("f", "f", "z" * 11)  # larger than the whole table: not kept
+    assert "f" not in table.entries and list(table.entries) == ["d", "e"]
+
+
+def test_a_message_larger_than_what_is_kept_is_encoded_each_time_and_right() -> None:
+    with mock.patch.object(jsontext, "_items", jsontext._Texts(count=100, chars=200)):
+        small = {"role": "user", "parts": []}
+        huge = {"role": "tool", "parts": [{"type": "text", "text": "x" * 300}]}
+        history = [small, huge]
+        jsontext.keep(history)
+        assert jsontext.kept_text(history) == strictjson.dumps(history)
+        assert id(small) in jsontext._items.entries and id(huge) not in jsontext._items.entries
