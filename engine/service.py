@@ -163,6 +163,9 @@ async def serve(
             log_level="warning",
             access_log=False,
             lifespan="off",
+            # No X-Forwarded-* rewriting of the client's address: nothing here reads it, and the
+            # middleware would look at every request's headers for it.
+            proxy_headers=False,
             timeout_graceful_shutdown=3,
             timeout_keep_alive=KEEP_ALIVE_S,
         )

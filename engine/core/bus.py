@@ -12,7 +12,7 @@ from collections import deque
 from collections.abc import Callable
 
 from engine.protocol.events import Event, EventKind, kind_of
-from engine.protocol.records import Record
+from engine.protocol.records import JSONDict, Record
 
 
 class Subscription:
@@ -48,10 +48,13 @@ class EventBus:
         self._listeners: list[Callable[[Event], None]] = []
         self.recent: deque[Event] = deque(maxlen=history)
 
-    def publish(self, payload: Record, kind: EventKind | None = None) -> Event:
-        """Publish `payload` (a snapshot of it, taken now) as an event of `kind`, which its type
-        implies unless it is the payload of several kinds. From the engine's event loop thread."""
-        event = Event(kind=(kind or kind_of(payload)).value, data=payload.to_dict(), seq=next(self._seq))
+    def publish(self, payload: Record, kind: EventKind | None = None, data: JSONDict | None = None) -> Event:
+        """Publish `payload` (a snapshot of it, taken now: `payload.to_dict()` unless the caller
+        took it, `data`) as an event of `kind`, which its type implies unless it is the payload of
+        several kinds. From the engine's event loop thread."""
+        if data is None:
+            data = payload.to_dict()
+        event = Event(kind=(kind or kind_of(payload)).value, data=data, seq=next(self._seq))
         self.recent.append(event)
         for sub in list(self._subscriptions):
             sub._push(event)

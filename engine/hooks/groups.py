@@ -101,21 +101,37 @@ def new_tag(owner: str | None) -> str:
     return f"{owner or run_owner(None)}.{next(_numbers)}"
 
 
+_loadavg: list[int] = []  # the fd of /proc/loadavg, opened once (read twice per hook run)
+
+
 def last_pid() -> int | None:
     """The pid the kernel handed out last (in this pid namespace), from /proc/loadavg; None
-    without /proc."""
+    without /proc. Read with pread from a descriptor kept open: a file object per read (two per
+    hook run) cost more than the rest of this."""
     try:
-        with open(f"{_PROC}/loadavg", "rb") as fh:
-            return int(fh.read().split()[4].split(b"/")[-1])
+        if not _loadavg:
+            _loadavg.append(os.open(f"{_PROC}/loadavg", os.O_RDONLY | os.O_CLOEXEC))
+        return int(os.pread(_loadavg[0], 256, 0).split()[4].split(b"/")[-1])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def _read_all(path: str) -> bytes:
+    """The whole of a small file, without a file object (raises OSError)."""
+    fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _tag_of(pid: int | str) -> str | None:
     """The `EVOLVE_RUN` value in the environment process `pid` started with, or None."""
     try:
-        with open(f"{_PROC}/{pid}/environ", "rb") as fh:
-            environ = fh.read()
+        environ = _read_all(f"{_PROC}/{pid}/environ")
     except OSError:
         return None
     name = RUN_TAG.encode() + b"="

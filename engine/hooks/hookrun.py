@@ -13,6 +13,7 @@ from engine.core.bus import EventBus
 from engine.hooks.discovery import HookFile
 from engine.hooks.groups import run_owner
 from engine.hooks.runner import execute
+from engine.journal.rows import snapshot
 from engine.journal.store import Journal
 from engine.protocol.records import HookRun, RunStarted, new_id
 from engine.warm.starts import WarmStarts
@@ -100,7 +101,10 @@ class HookRunner:
     def _record(self, run: HookRun) -> None:
         if self._journal is not None:
             self._journal.record_run(run)
-        self._bus.publish(run)
+        # The journal's snapshot, not a deep copy: a run's input holds the prompts and the session's
+        # history, which nobody changes in place, and copying them for every run cost more than
+        # the rest of its record.
+        self._bus.publish(run, data=snapshot(run))
 
     def inject(self, count: int, stdout_bytes: int = 0) -> int:
         """Record `count` synthetic hook runs exactly as real ones are recorded (journal + events);

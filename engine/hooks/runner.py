@@ -22,7 +22,7 @@ from collections.abc import Awaitable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from engine.core import strictjson
+from engine.core import jsontext
 from engine.hooks.capture import Outputs
 from engine.hooks.groups import (
     KILL_GRACE_S,
@@ -156,7 +156,8 @@ async def execute(
     """Run the hook at `path` for `run.stage` with `run.input` on stdin; fill in and return `run`
     (forked from a ready interpreter if `warm` has one for it, see run_process; `owner` as there)."""
     started = time.perf_counter()
-    stdin_data = b"" if run.input is None else strictjson.dumps(run.input).encode()
+    # The prompts and the session's history in it are encoded once, not for every run (jsontext).
+    stdin_data = b"" if run.input is None else jsontext.dumps(run.input).encode()
     done = await run_process(
         [str(path), run.stage],
         cwd=cwd,

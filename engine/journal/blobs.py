@@ -16,6 +16,7 @@ import sqlite3
 from collections.abc import Callable, Hashable, Iterable
 from typing import Any, Final
 
+from engine.core import jsontext
 from engine.journal.rows import encode_json
 from engine.protocol.records import JSONDict
 
@@ -120,7 +121,7 @@ class BlobSplitter:
                 else:
                     pending.last_used = max(pending.last_used, at)
             return digest
-        text = encode_json(value)
+        text = jsontext.kept_text(value) or encode_json(value)  # the text hook runs were sent
         digest = hashlib.sha256(text.encode("utf-8")).hexdigest() if len(text) >= BLOB_MIN_BYTES else None
         self._seen[key] = (value, digest)
         if len(self._seen) > self.CACHE_SIZE:

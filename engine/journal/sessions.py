@@ -20,6 +20,7 @@ import time
 from collections.abc import Sequence
 from typing import Any, Final
 
+from engine.core import jsontext
 from engine.journal.queries import ReadConnection
 from engine.journal.rows import col, encode_json
 from engine.journal.schema import text_bytes
@@ -81,7 +82,9 @@ class SessionTable:
         has_history = "history" in extra
         history = extra.pop("history", None)
         sid = col(id)
-        history_text = encode_json(list(history)) if has_history and history else None
+        history_text = (
+            (jsontext.kept_text(history) or encode_json(list(history))) if has_history and history else None
+        )
         too_large = history_text is not None and text_bytes(history_text) > self.budget
         if too_large:
             log.error(

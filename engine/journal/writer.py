@@ -3,7 +3,7 @@
 Writes of runs, dispatches, tool calls and events are cheap for the caller: the record is
 snapshotted and handed to a background writer thread, which JSON-encodes it and commits in batches
 (up to `BATCH_MAX_ROWS` rows, or whatever arrived within `BATCH_INTERVAL_S` of the first row, in one
-transaction). `flush()` waits until everything enqueued before it is committed. The queue is
+transaction; of several records of one id in a batch, only the last, the row that stays, is written). `flush()` waits until everything enqueued before it is committed. The queue is
 bounded (`MAX_PENDING_ROWS` records, `MAX_PENDING_BYTES` of output): a caller that finds it full
 waits for the writer, so the engine slows down to what the disk takes instead of holding an
 ever-growing backlog that a crash would lose.
@@ -321,7 +321,13 @@ class BatchWriter:
         not take writes (nothing of the batch was written)."""
         rows: dict[str, list[Row]] = {table: [] for table in INSERTS}
         pending: dict[str, PendingBlob] = {}
-        for table, data in batch:
+        # Every table is written with INSERT OR REPLACE: of the records of one id in a batch (a tool
+        # call that started and ended within it), the last is the row that stays, and the only one
+        # encoded and written.
+        last = {(table, data.get("id")): i for i, (table, data) in enumerate(batch)}
+        for i, (table, data) in enumerate(batch):
+            if last[(table, data.get("id"))] != i:
+                continue
             try:
                 rows[table].append(ROW_BUILDERS[table](self._blobs.split(table, data, pending)))
             except Exception as exc:  # drop only the bad row

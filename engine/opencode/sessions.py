@@ -21,6 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from engine.core import jsontext
 from engine.core.strictjson import escaped
 from engine.journal.store import Journal
 from engine.protocol.records import Delivered, SessionChanged, SessionInfo
@@ -139,6 +140,7 @@ class SessionStore:
         if session.history is None:  # read back from the journal, and kept while it is active
             row = self._journal.session(session_id) if self._journal is not None else None
             session.history = list((row or {}).get("history") or [])
+            jsontext.keep(session.history)
             session.history_length = len(session.history)
             session.history_written = True
             self._trim_histories(keep=session_id)
@@ -204,8 +206,16 @@ class SessionStore:
     def set_history(self, session_id: str, history: list[Any]) -> None:
         session_id = escaped(session_id)
         session = self.get(session_id)
-        if history != session.history:
+        old = session.history
+        if old is not None:
+            # The messages it had keep their objects (opencode sends the whole history every time),
+            # whose JSON text is kept: only the new ones are encoded (jsontext).
+            history = [o if i < len(old) and (o := old[i]) == h else h for i, h in enumerate(history)]
+            if len(history) == len(old) and all(a is b for a, b in zip(history, old, strict=True)):
+                return  # unchanged
+        if history != old:
             session.history = history
+            jsontext.keep(history)  # replaced, never changed in place: its text is encoded once
             session.history_length = len(history)
             session.history_written = False
             session.updated_at = time.time()
@@ -294,7 +304,7 @@ class SessionStore:
                 "notifications": [n.to_dict() for n in session.notifications],
             }
             if session.history is not None and not session.history_written:
-                fields["history"] = list(session.history)
+                fields["history"] = session.history  # never changed in place (set_history replaces it)
                 session.history_written = True  # unless the write fails (_written)
             taken.append((session, fields))
         return taken

@@ -27,6 +27,7 @@ PROMPT_CONTRACT: dict[str, str] = {
 PROMPT_FILES = tuple(PROMPT_CONTRACT.values())
 _PROMPTS: dict[str, tuple[tuple[int, int, int, int], str]] = {}  # path -> (its stat key, its text)
 PROMPTS_KEPT = 100  # prompt files whose text is kept between reads
+_PROMPT_PATHS: dict[Path, tuple[tuple[str, str], ...]] = {}  # workspace root -> (stage, file path)
 
 
 @dataclass(frozen=True)
@@ -72,9 +73,15 @@ class Workspace:
         Read for every stage dispatch: a file whose inode, size, and modification and change times
         are those of its last read is not read again."""
         out: dict[str, str] = {}
-        prompts = os.path.join(self.root, "prompts")  # plain os paths are cheaper
-        for stage, name in PROMPT_CONTRACT.items():
-            path = os.path.join(prompts, name)
+        paths = _PROMPT_PATHS.get(self.root)
+        if paths is None:  # plain os paths, joined once per workspace
+            if len(_PROMPT_PATHS) >= PROMPTS_KEPT:
+                _PROMPT_PATHS.clear()
+            prompts = os.path.join(self.root, "prompts")
+            paths = _PROMPT_PATHS[self.root] = tuple(
+                (stage, os.path.join(prompts, name)) for stage, name in PROMPT_CONTRACT.items()
+            )
+        for stage, path in paths:
             try:
                 st = os.stat(path)
                 key = (st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from engine.core import strictjson
+from engine.journal import rows
 from engine.journal.store import SCHEMA_VERSION, Journal, JournalFailing
 from engine.protocol.records import HookRun, StageResult, ToolCall
 from tests.support.waiting import wait_for
@@ -225,6 +226,32 @@ def test_upsert_across_batches(journal: Journal) -> None:
     journal.flush()
     assert journal.run(run.id) == run
     assert journal.counts()["runs"] == 1
+
+
+def test_of_a_call_started_and_ended_within_a_batch_only_the_last_record_is_written(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    encoded: list[str] = []
+
+    def counting(value: object) -> str:
+        if isinstance(value, dict) and str(value.get("id", "")).startswith("tool_"):
+            encoded.append(str(value["id"]))
+        return strictjson.dumps(value)
+
+    monkeypatch.setattr(rows, "encode_json", counting)
+    for i in range(50):
+        journal.tool_call_started(make_tool(i), {"files": ["notes.md"]})
+        journal.record_tool_call(make_tool(i, output=f"done {i}"))  # handed over at once after
+    journal.flush()
+    # Each pair shares a batch unless the writer's 20 ms window closed between the two: the
+    # started record, replaced by the ended one, is then neither encoded nor written.
+    assert len(encoded) < 100
+    assert sorted(set(encoded)) == sorted(f"tool_{i:06d}" for i in range(50))
+    assert [journal.tool_call(f"tool_{i:06d}") for i in range(50)] == [
+        make_tool(i, output=f"done {i}") for i in range(50)
+    ]
+    assert journal.interrupted_tool_calls() == []
+    assert journal.counts()["tool_calls"] == 50
 
 
 def test_record_snapshot_is_taken_at_call_time(journal: Journal) -> None:

@@ -40,3 +40,32 @@ def test_only_the_most_recently_active_histories_stay_in_memory(tmp_path: Path, 
     again = SessionStore(Journal(tmp_path / "journal.sqlite"), lambda change: None)
     assert sum(s.history is not None for s in again.known()) == 2
     assert again.history("ses_0") == history_of(0)
+
+
+def test_a_history_sent_again_keeps_the_messages_it_had(tmp_path: Path) -> None:
+    """opencode sends the whole history at every step: the messages the session had keep their
+    objects (whose JSON text is kept), the new ones are taken, and an equal history changes nothing."""
+    from engine.core import jsontext
+    from engine.journal.store import Journal
+    from engine.opencode.sessions import SessionStore
+
+    def message(n: int) -> dict[str, Any]:
+        return {"role": "user", "agent": "build", "parts": [{"type": "text", "text": f"message {n}"}]}
+
+    journal = Journal(tmp_path / "journal.sqlite")
+    try:
+        store = SessionStore(journal, lambda change: None)
+        store.set_history("ses_1", [message(0), message(1)])
+        first = store.history("ses_1")
+        store.set_history("ses_1", [message(0), message(1), message(2)])
+        grown = store.history("ses_1")
+        assert grown == [message(0), message(1), message(2)]
+        assert grown[0] is first[0] and grown[1] is first[1]
+        assert jsontext.kept_text(grown) == jsontext.strictjson.dumps(grown)
+        store.set_history("ses_1", [message(0), message(1), message(2)])
+        assert store.history("ses_1") is grown  # equal: nothing changed
+        store.set_history("ses_1", [message(0), message(9)])  # rewritten (a compaction, an edit)
+        assert store.history("ses_1") == [message(0), message(9)]
+        assert store.history("ses_1")[0] is first[0]
+    finally:
+        journal.close()
