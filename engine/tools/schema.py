@@ -42,10 +42,10 @@ import json
 import math
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from jsonschema import Draft202012Validator
-from jsonschema.exceptions import ValidationError
+if TYPE_CHECKING:
+    from jsonschema.exceptions import ValidationError
 
 JSONDict = dict[str, Any]
 
@@ -376,6 +376,10 @@ def validate_args(schema: JSONDict, args: object) -> list[str]:
     """
     if schema.get("type") == "object" and not isinstance(args, dict):
         return [f"arguments must be an object (got {json_type(args)})"]
+    # Imported at the first call: jsonschema and what it loads cost ~45 ms of CPU, which every engine
+    # start and every `evolve` command paid, although most never validate a call.
+    from jsonschema import Draft202012Validator
+
     validator = Draft202012Validator(schema)
     found: dict[str, SortKey] = {}
     for error in validator.iter_errors(args):
