@@ -41,6 +41,9 @@ PROMPTS = {
 }
 
 # Says what time it is and a random id in every system prompt: noise that is not a change.
+# The request id is one word of 32 hex digits: written with its hyphens, its 4-digit groups (the
+# version group has 3 random ones) came out alike in two runs about once in a few hundred replays,
+# and a group alike in both runs is no longer volatile.
 CLOCK_HOOK = (
     f"#!{sys.executable}\n"
     + """import json, sys, time, uuid
@@ -49,7 +52,7 @@ json.load(sys.stdin)
 if stage == "discover":
     print(json.dumps({"name": "clock", "stages": ["mutate_request"]}))
 elif stage == "mutate_request":
-    print(json.dumps({"system": [f"It is {time.time_ns()} now (request {uuid.uuid4()}). GREETING"]}))
+    print(json.dumps({"system": [f"It is {time.time_ns()} now (request {uuid.uuid4().hex}). GREETING"]}))
 """
 )
 
