@@ -23,19 +23,26 @@ def test_computes_in_a_child():
 """
 
 
-@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
-def test_a_run_prints_each_tier_with_its_tests_time_and_cpu(tmp_path: Path, workers: list[str]) -> None:
-    (tmp_path / "slow").mkdir()
-    (tmp_path / "slow" / "test_case.py").write_text(CASES)
+def inner_pytest(tmp_path: Path, cases: dict[str, str], *options: str) -> subprocess.CompletedProcess[str]:
+    """pytest with `options`, in a process of its own, on the modules `cases` (file name under
+    tmp_path/cases/ -> its text); the tiers' folder is `cases`."""
+    (tmp_path / "cases").mkdir()
+    for name, text in cases.items():
+        (tmp_path / "cases" / name).write_text(text)
     env = isolated_env(tmp_path / "home", PYTHONPATH=str(REPO))
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-q", "-p", "tests.support.tiers", "-p", "no:cacheprovider", *workers,
-         f"--basetemp={tmp_path / 'base'}", f"--rootdir={tmp_path}", str(tmp_path / "slow")],
+    return subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *options,
+         f"--basetemp={tmp_path / 'base'}", f"--rootdir={tmp_path}", str(tmp_path / "cases")],
         capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
     )  # fmt: skip
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]])
+def test_a_run_prints_each_tier_with_its_tests_time_and_cpu(tmp_path: Path, workers: list[str]) -> None:
+    proc = inner_pytest(tmp_path, {"test_case.py": CASES}, "-q", "-p", "tests.support.tiers", *workers)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "time per tier" in proc.stdout, proc.stdout
-    row = next(line.split() for line in proc.stdout.splitlines() if line.startswith("slow "))
+    row = next(line.split() for line in proc.stdout.splitlines() if line.startswith("cases "))
     tests, seconds, cpu = int(row[1]), float(row[2].rstrip("s")), float(row[3].rstrip("s"))
     assert tests == 2 and seconds >= 0.3 and cpu > 0, proc.stdout
 
@@ -68,16 +75,11 @@ def test_alone(i):
 def test_the_tests_of_an_xdist_group_run_in_one_worker(tmp_path: Path) -> None:
     """Under `--dist loadgroup` (scripts/test.sh), tests/support/groups.py keeps a group in one worker,
     so that a module's costly fixture is built once."""
-    (tmp_path / "cases").mkdir()
-    (tmp_path / "cases" / "test_grouped.py").write_text(GROUPED)
-    (tmp_path / "cases" / "test_alone.py").write_text(ALONE)
-    env = isolated_env(tmp_path / "home", PYTHONPATH=str(REPO))
-    proc = subprocess.run(
-        [sys.executable, "-m", "pytest", "-v", "-p", "tests.support.groups", "-p", "no:cacheprovider",
-         "-n", "3", "--dist", "loadgroup", f"--basetemp={tmp_path / 'base'}", f"--rootdir={tmp_path}",
-         str(tmp_path / "cases")],
-        capture_output=True, text=True, timeout=120, cwd=tmp_path, env=env,
-    )  # fmt: skip
+    proc = inner_pytest(
+        tmp_path,
+        {"test_grouped.py": GROUPED, "test_alone.py": ALONE},
+        *("-v", "-p", "tests.support.groups", "-n", "3", "--dist", "loadgroup"),
+    )
     assert proc.returncode == 0, proc.stdout + proc.stderr
     grouped = [line for line in proc.stdout.splitlines() if "PASSED" in line and "test_in_the_group" in line]
     assert len(grouped) == 6, proc.stdout
