@@ -212,15 +212,14 @@ class SessionStore:
             # whose JSON text is kept: only the new ones are encoded (jsontext).
             history = [o if i < len(old) and (o := old[i]) == h else h for i, h in enumerate(history)]
             if len(history) == len(old) and all(a is b for a, b in zip(history, old, strict=True)):
-                return  # unchanged
-        if history != old:
-            session.history = history
-            jsontext.keep(history)  # replaced, never changed in place: its text is encoded once
-            session.history_length = len(history)
-            session.history_written = False
-            session.updated_at = time.time()
-            self._mark(session)  # persisted, not announced: the history is fetched when looked at
-            self._trim_histories(keep=session_id)
+                return  # unchanged: every message equal to the one it had
+        session.history = history
+        jsontext.keep(history)  # replaced, never changed in place: its text is encoded once
+        session.history_length = len(history)
+        session.history_written = False
+        session.updated_at = time.time()
+        self._mark(session)  # persisted, not announced: the history is fetched when looked at
+        self._trim_histories(keep=session_id)
 
     def _trim_histories(self, keep: str | None = None) -> None:
         """Drop from memory the histories of all but the HISTORIES_KEPT most recently active sessions
