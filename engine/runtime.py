@@ -210,7 +210,7 @@ class Engine:
             publish=bus.publish,
             store=ws.state_dir / "evals",
             pending=self.pending.get,
-            project=lambda: Path(c.conn.directory) if (c := self.connections.client()) else None,
+            project=lambda: Path(d) if (d := self.connections.project()) else None,
             model=self.models.chat,
             sessions=lambda: [s.info() for s in self.sessions.known()],
             conversation=lambda info: self.connections.conversation(info.id, info.connection),

@@ -29,6 +29,7 @@ class Connections:
         self._bus = bus
         self.clients: dict[str, OpencodeClient] = {}
         self._commands: dict[str, str | None] = {}  # every connection's opencode subcommand, also gone ones
+        self._last_directory: str | None = None  # the project of the connection made last, also gone
         self._misses: dict[str, int] = {}
         self._offered: dict[str, list[dict[str, Any]]] = {}  # connection -> the tools opencode offers
         self._watching: asyncio.Task[None] | None = None
@@ -79,6 +80,7 @@ class Connections:
         )
         self.clients[conn.id] = OpencodeClient(conn)
         self._commands[conn.id] = command
+        self._last_directory = directory
         self._bus.publish(OpencodeChanged("connected", conn.info()))
         return conn
 
@@ -101,6 +103,13 @@ class Connections:
             return self._offered[conn_id]
         newest = self.client()
         return self._offered.get(newest.conn.id) if newest else None
+
+    def project(self) -> str | None:
+        """The agent's opencode project: the directory of the connection `client()` picks, else of
+        the one made last. A connection dropped (opencode exited, or did not answer the liveness
+        checks in time on a busy machine) still names the project the agent runs in."""
+        client = self.client()
+        return client.conn.directory if client is not None else self._last_directory
 
     def command(self, conn_id: str | None) -> str | None:
         """The opencode subcommand (run, serve; None for the TUI) of a connection, also of one that
