@@ -18,7 +18,10 @@ _T = TypeVar("_T")
 
 LIVENESS_S = 2.0  # how often each connection is asked whether opencode is still there
 MISSES_REFUSED = 2  # checks in a row that found nothing listening, before the connection is dropped
-MISSES_SILENT = 3  # checks in a row without an answer in time, before it is dropped
+# Checks in a row without an answer in time (each waits LIVENESS_S), before it is dropped: ~30 s. An
+# opencode that exited refuses at once (above); one that answers late is busy, not gone, and on a
+# loaded machine it may stay silent for several seconds.
+MISSES_SILENT = 8
 
 
 class Connections:
@@ -131,18 +134,28 @@ class Connections:
         self, what: str, fn: Callable[[OpencodeClient], Awaitable[_T]], prefer: str | None = None
     ) -> _T:
         """`fn(client)` on a live connection (`prefer`'s first, when it is still there: the opencode a
-        session lives in), dropping those that do not answer. Raises NoOpencode when none is left,
-        OpencodeError when opencode answers with an error."""
+        session lives in), else the next. One where nothing listens any more is dropped; one that
+        did not answer in time is kept (the liveness checks drop it if it stays silent). Raises
+        NoOpencode when none is connected, OpencodeUnreachable when none answered, OpencodeError
+        when opencode answers with an error."""
         tried: set[str] = set()
+        silent: OpencodeUnreachable | None = None
         while True:
             client = self.clients.get(prefer) if prefer and prefer not in tried else None
             client = client or self.client()
             if client is None or client.conn.id in tried:
+                client = next((c for c in self.clients.values() if c.conn.id not in tried), None)
+            if client is None:
+                if silent is not None:
+                    raise OpencodeUnreachable(f"{what}: {silent}") from silent
                 raise NoOpencode(f"{what}: no opencode connected (start opencode with the evolve plugin)")
             tried.add(client.conn.id)
             try:
                 return await fn(client)
             except OpencodeUnreachable as exc:
+                if not exc.refused:
+                    silent = exc
+                    continue
                 log.info("dropping opencode connection %s: %s", client.conn.id, exc)
                 await self.disconnect(client.conn.id, str(exc))
 
