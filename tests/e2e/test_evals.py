@@ -3,10 +3,10 @@ the evolve plugin, the scripted model of the demo's story) at the version before
 it, each version in its throwaway copy with its own engine and opencode.
 
 - The story's prompt edit "never delete a note" is caught: "forget a note" passes before and fails
-  after, with the answer that shows why; a neutral prompt edit regresses nothing; the real
+  after, with the answer that shows why, on screen and in the result the engine keeps; the real
   workspace's files, its git history and its journal are the same after the checks as before.
 - The review gate with `evals_on_review` and `evals_auto_approve` keeps the bad edit held (its author
-  is told which scenario failed) and installs the neutral one by itself.
+  is told which scenario failed) and installs the neutral one, which regresses nothing, by itself.
 - The last real turns are re-asked with their conversation.
 - Ctrl-C of `evolve eval` stops every process the checks started and leaves no copy behind.
 - A run that passes its time limit is aborted, and fails.
@@ -102,21 +102,23 @@ def processes_under(path: Path) -> list[str]:
     return found
 
 
-def test_a_prompt_edit_that_makes_the_agent_refuse_is_caught_and_a_neutral_one_regresses_nothing(
-    project: Project,
-) -> None:
+def test_a_prompt_edit_that_makes_the_agent_refuse_is_caught_shown_and_kept(project: Project) -> None:
     playing(project)
     with project.serve() as server:
-        neutral = chat_edit(project, server, story.OPENING[3])
+        chat_edit(project, server, story.OPENING[3])  # the neutral edit comes first, as in the story
         bad = chat_edit(project, server, story.OPENING[5])
         assert story.KEEP_RULE in (project.ws / "prompts" / "chat.md").read_text()
         state = workspace_state(project)
         sent = len(project.mock.main_requests())
 
-        status, result = evaluate(project, bad)
-        assert status == 1, json.dumps(
-            [{k: v for k, v in s.items() if k != "runs"} for s in result["scenarios"]]
-        )
+        shown = evolve("eval", bad, "--workspace", str(project.ws), check=False, timeout=EVAL_TIMEOUT)
+        assert shown.returncode == 1, shown.stdout + shown.stderr
+        assert "done in" in shown.stdout and 'evals 5/5 → 4/5: "forget a note" fails after' in shown.stdout
+        assert re.search(r"^forget a note +1/1 +0/1  REGRESSED$", shown.stdout, re.M), shown.stdout
+        assert re.search(r"^count the notes +1/1 +1/1  passes$", shown.stdout, re.M), shown.stdout
+        assert "I keep notes permanently" in shown.stdout  # the answer that shows why
+        # The result as the engine keeps it for the change (what `--json` prints).
+        result = project.engine_api(f"/v1/changes/{bad}/eval")
         assert result["state"] == "done", result["error"]
         assert result["summary"] == 'evals 5/5 → 4/5: "forget a note" fails after'
         assert result["regressed"] == ["forget a note"]
@@ -140,14 +142,6 @@ def test_a_prompt_edit_that_makes_the_agent_refuse_is_caught_and_a_neutral_one_r
         with_rule = [r for r in requests if story.KEEP_RULE in "\n".join(r.system)]
         assert with_rule and len(with_rule) < len(requests)
         assert workspace_state(project) == state  # the real workspace, its history, its journal
-
-        shown = evolve("eval", neutral, "--workspace", str(project.ws), check=False, timeout=EVAL_TIMEOUT)
-        assert shown.returncode == 0, shown.stdout + shown.stderr
-        assert "done in" in shown.stdout and "evals 5/5 → 5/5" in shown.stdout
-        assert re.search(r"^forget a note +1/1 +1/1  passes$", shown.stdout, re.M), shown.stdout
-        assert workspace_state(project) == state
-        latest = project.engine_api(f"/v1/changes/{neutral}/eval")
-        assert latest["summary"] == "evals 5/5 → 5/5" and latest["scenarios"][0]["runs"]
     assert copies_left(project) == []
 
 
