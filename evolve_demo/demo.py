@@ -233,7 +233,12 @@ class Demo:
                     f"opencode exited {self.opencode.returncode}; see {self.base / 'opencode.log'}"
                 )
             with contextlib.suppress(httpx.HTTPError, ValueError):
-                if httpx.get(f"{self.opencode_url}/global/health", timeout=2).json().get("healthy") is True:
+                if (
+                    httpx.get(f"{self.opencode_url}/global/health", timeout=2, verify=False)
+                    .json()
+                    .get("healthy")
+                    is True
+                ):
                     return
             time.sleep(0.2)
         raise DemoError(f"opencode did not answer within 60 s; see {self.base / 'opencode.log'}")
@@ -262,6 +267,7 @@ class Demo:
                 base_url=self.opencode_url,
                 headers={"x-opencode-directory": str(self.project)},
                 timeout=httpx.Timeout(300, connect=5),
+                verify=False,  # opencode on a loopback port: plain http, no certificate store to load
             ) as http:
                 http.get("/session").raise_for_status()  # opencode loads its plugins on the first request
                 deadline = time.monotonic() + 180

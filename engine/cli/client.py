@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 
 from engine.core import strictjson
+from engine.core.tlsverify import verify_for
 from engine.protocol.api import API_VERSION, API_VERSION_HEADER
 from engine.protocol.calls import Call, NotAnAnswer
 from engine.protocol.routes import A
@@ -28,6 +29,7 @@ class EngineClient:
             base_url=self.url,
             headers={"authorization": f"Bearer {token}", API_VERSION_HEADER: str(API_VERSION)},
             timeout=timeout,
+            verify=verify_for(self.url),
         )
 
     @classmethod

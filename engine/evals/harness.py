@@ -35,6 +35,7 @@ from typing import Any
 import httpx
 
 from engine.changes.gitstore import GitStore
+from engine.core.tlsverify import verify_for
 from engine.evals import transcript
 from engine.evals.copies import VersionSpec, make_copy
 from engine.evals.expectations import check_all
@@ -114,6 +115,7 @@ class EngineLink:
             base_url=found.url,
             headers={"authorization": f"Bearer {found.token}", API_VERSION_HEADER: str(API_VERSION)},
             timeout=httpx.Timeout(10.0, connect=2.0),
+            verify=verify_for(found.url),
         )
 
     async def send(self, call: Call[A]) -> A:

@@ -15,6 +15,7 @@ from urllib.parse import quote
 
 import httpx
 
+from engine.core.tlsverify import verify_for
 from engine.protocol.records import ConnectionInfo
 
 
@@ -71,14 +72,11 @@ class OpencodeClient:
         headers = {"x-opencode-directory": quote(conn.directory, safe="/")}
         if conn.token:
             headers["authorization"] = f"Bearer {conn.token}"
-        # A plain http URL (opencode's own port, the shim's loopback proxy) never uses TLS: no
-        # certificate store to load (~20 ms of CPU for every connection of an opencode process).
-        secure = conn.url.lower().startswith("https:")
         self._http = httpx.AsyncClient(
             base_url=conn.url.rstrip("/"),
             headers=headers,
             timeout=httpx.Timeout(timeout, connect=2.0),
-            verify=secure,
+            verify=verify_for(conn.url),  # opencode's own port, the shim's loopback proxy: http
         )
 
     async def close(self) -> None:

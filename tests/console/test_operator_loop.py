@@ -90,6 +90,7 @@ class Shim:
             json=body,
             headers={"authorization": f"Bearer {self.engine.token}", CONNECTION_HEADER: self.connection},
             timeout=60,
+            verify=False,
         )
         assert resp.status_code < 400, f"POST {path} -> {resp.status_code}: {resp.text[:2000]}"
         return resp.json()

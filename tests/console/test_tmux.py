@@ -118,6 +118,7 @@ def test_console_starts_engine_shows_views_and_quits_leaving_engine_running(
         f"{announcement['url']}/v1/health",
         headers={"authorization": f"Bearer {announcement['token']}"},
         timeout=5,
+        verify=False,
     )
     assert health.status_code == 200 and health.json()["pid"] == engine_pid
 

@@ -200,6 +200,7 @@ class Serve:
             base_url=self.url,
             headers={"x-opencode-directory": str(project.dir)},
             timeout=httpx.Timeout(RUN_TIMEOUT, connect=3.0),
+            verify=False,
         )
 
     def request(self, method: str, path: str, **kwargs: Any) -> Any:
@@ -336,7 +337,10 @@ class Project:
             if proc.poll() is not None:
                 pytest.fail(f"opencode serve exited {proc.returncode}\n{server.tail()}")
             try:  # short per-request timeouts: the first requests after start-up can hang
-                return httpx.get(f"{server.url}/global/health", timeout=2.0).json().get("healthy") is True
+                return (
+                    httpx.get(f"{server.url}/global/health", timeout=2.0, verify=False).json().get("healthy")
+                    is True
+                )
             except (httpx.HTTPError, ValueError):
                 return False
 
@@ -360,6 +364,7 @@ class Project:
             headers={"authorization": f"Bearer {found['token']}"},
             timeout=10,
             **kwargs,
+            verify=False,
         )
         resp.raise_for_status()
         return resp.json()

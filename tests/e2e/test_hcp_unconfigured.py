@@ -116,7 +116,7 @@ def test_after_turn_text_is_stored_and_own_tool_permissions_name_who_decided(mak
             # Asked after the model read the hook's refusal: only the second call's request is left.
             if len(project.mock.main_requests()) < 2:
                 return None
-            found = httpx.get(f"{server.url}/permission", headers=headers, timeout=5).json()
+            found = httpx.get(f"{server.url}/permission", headers=headers, timeout=5, verify=False).json()
             return found or None
 
         (request,) = wait_for("the second call's permission request", pending, timeout=60)
@@ -126,6 +126,7 @@ def test_after_turn_text_is_stored_and_own_tool_permissions_name_who_decided(mak
             json={"reply": "once"},
             headers=headers,
             timeout=10,
+            verify=False,
         )
         assert reply.status_code == 200, reply.text
         turn.join(120)

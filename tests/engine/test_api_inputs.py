@@ -230,5 +230,6 @@ def test_a_body_over_the_limit_is_a_clear_413(engine: EngineProcess, tmp_path: P
         content=big,
         headers={"authorization": f"Bearer {engine.token}"},
         timeout=120,
+        verify=False,
     )
     assert resp.status_code == 200

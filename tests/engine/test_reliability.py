@@ -338,6 +338,7 @@ def test_a_listing_whose_journal_is_stuck_answers_503_not_500(
                 transport=httpx.ASGITransport(app=app),
                 base_url="http://e",
                 headers={"authorization": "Bearer t"},
+                verify=False,
             ) as client:
                 return await client.get("/v1/runs")
         finally:

@@ -73,6 +73,7 @@ def send(engine: EngineProcess, path: str, body: Any) -> httpx.Response:
         content=json.dumps(body, ensure_ascii=True),
         headers={"authorization": f"Bearer {engine.token}", "content-type": "application/json"},
         timeout=120,
+        verify=False,
     )
 
 
@@ -161,6 +162,7 @@ def read_everything(engine: EngineProcess) -> dict[str, Any]:
         params={"since": 0},
         headers={"authorization": f"Bearer {engine.token}"},
         timeout=30,
+        verify=False,
     ) as stream:
         assert stream.status_code == 200
         for line in stream.iter_lines():

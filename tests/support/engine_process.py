@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
+from engine.core.tlsverify import verify_for
 from tests.support.environment import EVOLVE, REPO, run_git
 from tests.support.processes import pid_alive, wait_gone
 
@@ -186,7 +187,10 @@ class EngineProcess:
     def client(self, timeout: float = 30.0) -> httpx.Client:
         """An httpx client of the API (keep-alive), for many requests in a row."""
         return httpx.Client(
-            base_url=self.url, headers={"authorization": f"Bearer {self.token}"}, timeout=timeout
+            base_url=self.url,
+            headers={"authorization": f"Bearer {self.token}"},
+            timeout=timeout,
+            verify=verify_for(self.url),
         )
 
     def request(
@@ -206,6 +210,7 @@ class EngineProcess:
             params=params,
             headers={"authorization": f"Bearer {self.token}"},
             timeout=timeout,
+            verify=verify_for(self.url),
         )
         if check and resp.status_code >= 400:
             raise AssertionError(f"{method} {path} -> {resp.status_code}: {resp.text[:2000]}")

@@ -127,7 +127,9 @@ def test_the_scripted_model_answers_with_its_responder_after_the_script() -> Non
         messages = [user("hi"), *called("notes_add", {"text": "x"}, "c1", "added note #1")]
         texts, calls = [], []
         for _ in range(2):
-            resp = httpx.post(f"{model.url}/chat/completions", json={"messages": messages}, timeout=10)
+            resp = httpx.post(
+                f"{model.url}/chat/completions", json={"messages": messages}, timeout=10, verify=False
+            )
             events = sse_events(resp.text)
             assert {e["model"] for e in events} == {"demo"}
             deltas = [e["choices"][0]["delta"] for e in events]
