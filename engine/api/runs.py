@@ -77,23 +77,22 @@ def add_run_routes(router: Router, journal: Journal | None, stages: Dispatching)
         await flushed(journal)
         return answer(StageRun(**vars(result), run_records=stages.runs_of(result)))
 
-    def listing(route: Route[A], read: Callable[[Journal, dict[str, Any]], Record], flush: bool) -> None:
+    def listing(route: Route[A], read: Callable[[Journal, dict[str, Any]], Record]) -> None:
         @router.serve(route)
         async def handler(request: Request) -> Response:
             found = needed()
-            if flush:
-                # What was already announced on the event stream must be in the answer: a client that
-                # reads /v1/health's seq, then this, then subscribes since that seq misses nothing.
-                await flushed(found)
+            # What was already announced on the event stream must be in the answer: a client that
+            # reads /v1/health's seq, then this, then subscribes since that seq misses nothing.
+            await flushed(found)
             return answer(read(found, query(request, route)))
 
     def runs(j: Journal, q: dict[str, Any]) -> RunList:
         dispatch = q.pop("dispatch")  # the query's name of the journal's dispatch_id
         return RunList(j.runs(**q, dispatch_id=dispatch), j.counts())
 
-    listing(routes.RUNS, runs, flush=True)
-    listing(routes.DISPATCHES, lambda j, q: DispatchList(j.dispatches(**q)), flush=True)
-    listing(routes.TOOL_CALLS, lambda j, q: ToolCallList(j.tool_calls(**q)), flush=False)
+    listing(routes.RUNS, runs)
+    listing(routes.DISPATCHES, lambda j, q: DispatchList(j.dispatches(**q)))
+    listing(routes.TOOL_CALLS, lambda j, q: ToolCallList(j.tool_calls(**q)))
 
     @router.serve(routes.RUN)
     async def run(request: Request) -> Response:

@@ -6,7 +6,9 @@ real engine: tests/console/test_views.py.)"""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import socket
+from collections.abc import Iterator
 
 from rich.text import Text
 
@@ -18,12 +20,13 @@ from evolve_console.views import VIEWS, Registry, ToolCallsView
 WITHOUT = tuple(view for view in VIEWS if view is not ToolCallsView)
 
 
-def nothing_listens() -> Target:
-    """An address where no engine answers (the console says so and keeps asking)."""
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    return Target(f"http://127.0.0.1:{port}", "token")
+@contextlib.contextmanager
+def nothing_listens() -> Iterator[Target]:
+    """An address where no engine answers (the console says so and keeps asking): a port held bound
+    without listening, so that no process of a parallel run starts a server there meanwhile."""
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        yield Target(f"http://127.0.0.1:{held.getsockname()[1]}", "token")
 
 
 def shown_by(views: Registry) -> tuple[str, str, list[str], str]:
@@ -31,18 +34,19 @@ def shown_by(views: Registry) -> tuple[str, str, list[str], str]:
     after the last."""
 
     async def main() -> tuple[str, str, list[str], str]:
-        app = EvolveConsole(nothing_listens(), views=views)
-        async with app.run_test(size=(160, 40)) as pilot:
-            await pilot.pause()
-            rendered = app.query_one(ViewBar).render()
-            bar = rendered.plain if isinstance(rendered, Text) else str(rendered)
-            await pilot.press(str(len(views)))
-            last = app.shown
-            await pilot.press(str(len(views) + 1))
-            beyond = app.shown
-            titles = [
-                command.title for command, _ in app.main.commands() if command.title.startswith("view: ")
-            ]
+        with nothing_listens() as target:
+            app = EvolveConsole(target, views=views)
+            async with app.run_test(size=(160, 40)) as pilot:
+                await pilot.pause()
+                rendered = app.query_one(ViewBar).render()
+                bar = rendered.plain if isinstance(rendered, Text) else str(rendered)
+                await pilot.press(str(len(views)))
+                last = app.shown
+                await pilot.press(str(len(views) + 1))
+                beyond = app.shown
+                titles = [
+                    command.title for command, _ in app.main.commands() if command.title.startswith("view: ")
+                ]
         return bar, last, titles, beyond
 
     return asyncio.run(main())
