@@ -4,6 +4,7 @@ that may be huge or garbage (a 10 MB prompt, binary output)."""
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections.abc import Callable
 from datetime import datetime
@@ -88,11 +89,18 @@ def short(text: str | None, width: int) -> str:
     return text if len(text) <= width else text[: max(width - 1, 0)] + "…"
 
 
+# Control characters but newline and tab: what `clean` makes visible.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def _visible(found: re.Match[str]) -> str:
+    return f"\\x{ord(found.group()):02x}"
+
+
 def clean(text: str) -> str:
-    """Make any text safe to show: control characters (other than newline and tab) become visible."""
-    return "".join(
-        ch if ch in "\n\t" or (ord(ch) >= 32 and ord(ch) != 127) else f"\\x{ord(ch):02x}" for ch in text
-    )
+    """Make any text safe to show: control characters (other than newline and tab) become visible.
+    (A regular expression: a run's output or a diff can be megabytes, shown character by character.)"""
+    return _CONTROL.sub(_visible, text)
 
 
 def preview(text: str, limit: int = PREVIEW_LIMIT) -> tuple[str, int]:
