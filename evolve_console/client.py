@@ -17,6 +17,7 @@ import httpx
 from engine.protocol import API_VERSION, API_VERSION_HEADER, Announcement, Event, calls
 from engine.protocol.calls import Call, NotAnAnswer
 from engine.protocol.routes import A
+from engine.protocol.tlsverify import verify_for
 
 
 class EngineError(RuntimeError):
@@ -106,9 +107,7 @@ def refusal(url: str, status: int, data: Any, headers: httpx.Headers) -> str | N
 class EngineClient:
     def __init__(self, target: Target, timeout: float = 30.0) -> None:
         self.target = target
-        # Certificates are checked only where there are any: for plain http no certificate store is
-        # loaded (~30 ms of CPU for each client made).
-        verify: ssl.SSLContext | bool = target.url.lower().startswith("https:")
+        verify: ssl.SSLContext | bool = verify_for(target.url)
         if target.ca:
             # Only the certificate given: a self-signed engine's, or its own authority's.
             verify = ssl.create_default_context(cafile=target.ca)

@@ -34,6 +34,7 @@ import httpx
 from engine.cli.client import EngineClient, EngineUnavailable
 from engine.protocol import calls
 from engine.protocol.announcement import Announcement
+from engine.protocol.tlsverify import verify_for
 
 from . import opencode_setup
 from .scripted_model import MockLLM
@@ -233,12 +234,10 @@ class Demo:
                     f"opencode exited {self.opencode.returncode}; see {self.base / 'opencode.log'}"
                 )
             with contextlib.suppress(httpx.HTTPError, ValueError):
-                if (
-                    httpx.get(f"{self.opencode_url}/global/health", timeout=2, verify=False)
-                    .json()
-                    .get("healthy")
-                    is True
-                ):
+                health = httpx.get(
+                    f"{self.opencode_url}/global/health", timeout=2, verify=verify_for(self.opencode_url)
+                )
+                if health.json().get("healthy") is True:
                     return
             time.sleep(0.2)
         raise DemoError(f"opencode did not answer within 60 s; see {self.base / 'opencode.log'}")
@@ -267,7 +266,7 @@ class Demo:
                 base_url=self.opencode_url,
                 headers={"x-opencode-directory": str(self.project)},
                 timeout=httpx.Timeout(300, connect=5),
-                verify=False,  # opencode on a loopback port: plain http, no certificate store to load
+                verify=verify_for(self.opencode_url),
             ) as http:
                 http.get("/session").raise_for_status()  # opencode loads its plugins on the first request
                 deadline = time.monotonic() + 180

@@ -11,10 +11,10 @@ from typing import Any
 import httpx
 
 from engine.core import strictjson
-from engine.core.tlsverify import verify_for
 from engine.protocol.api import API_VERSION, API_VERSION_HEADER
 from engine.protocol.calls import Call, NotAnAnswer
 from engine.protocol.routes import A
+from engine.protocol.tlsverify import verify_for
 from engine.service import running
 
 

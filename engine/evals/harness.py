@@ -35,7 +35,6 @@ from typing import Any
 import httpx
 
 from engine.changes.gitstore import GitStore
-from engine.core.tlsverify import verify_for
 from engine.evals import transcript
 from engine.evals.copies import VersionSpec, make_copy
 from engine.evals.expectations import check_all
@@ -50,6 +49,7 @@ from engine.protocol.api import API_VERSION, API_VERSION_HEADER
 from engine.protocol.calls import Call
 from engine.protocol.records import HookUse, ScenarioRun
 from engine.protocol.routes import A
+from engine.protocol.tlsverify import verify_for
 
 log = logging.getLogger("evolve.evals")
 

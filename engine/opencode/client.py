@@ -15,8 +15,8 @@ from urllib.parse import quote
 
 import httpx
 
-from engine.core.tlsverify import verify_for
 from engine.protocol.records import ConnectionInfo
+from engine.protocol.tlsverify import verify_for
 
 
 class OpencodeError(RuntimeError):

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from engine.core.tlsverify import verify_for
+from engine.protocol.tlsverify import verify_for
 from tests.support.environment import EVOLVE, REPO, run_git
 from tests.support.processes import pid_alive, wait_gone
 

@@ -1,8 +1,8 @@
-"""Which HTTP clients check certificates (engine/core/tlsverify.py)."""
+"""Which HTTP clients check certificates (engine/protocol/tlsverify.py)."""
 
 from __future__ import annotations
 
-from engine.core.tlsverify import verify_for
+from engine.protocol.tlsverify import verify_for
 
 
 def test_certificates_are_checked_for_https_only() -> None:
