@@ -583,14 +583,16 @@ function Shim(input, options, forget) {
 
     dispose: async () => {
       forget();
+      // The engine's way into opencode closes first: a request of the engine's that reached opencode
+      // after this would make opencode create the directory's instance again, with a new shim.
+      try {
+        proxy?.server?.stop?.(true);
+      } catch {}
       // `opencode run` ends here: let forwarded work reach the engine (bounded), then say goodbye.
       await Promise.race([Promise.allSettled([...inflight]), new Promise((r) => setTimeout(r, 5000))]);
       if (engine && connectionId && !engineDown) {
         await request("/v1/opencode/disconnect", { id: connectionId }, { timeoutMs: 2000 }).catch(() => {});
       }
-      try {
-        proxy?.server?.stop?.(true);
-      } catch {}
     },
   };
 

@@ -9,6 +9,12 @@
 - `make_project` / `project` (test): a git-initialised opencode project directory whose opencode.json
   points at the mock and loads the evolve shim, plus an evolve workspace made by `evolve init`.
   Teardown stops every `opencode serve` the test started, then the engine the shim started.
+- `shared_opencode` (session): one `opencode serve` per worker, started on first use, that
+  `project.serve()` hands each test's project as a directory of its own (opencode keeps an instance
+  with its own configuration and plugin per directory, as its web and desktop clients use it). A
+  start costs opencode ~2 CPU-s and its first prompt in a process another ~1.5: most of an e2e
+  test's CPU. `project.serve(own=True)` starts a server of the test's own, for the tests that stop,
+  kill or restart opencode.
 
 Set E2E_PRINT_LOGS=1 to run opencode with --print-logs (its log then lands in the captured stderr).
 """
@@ -187,14 +193,91 @@ def mock() -> Iterator[MockLLM]:
 # ---- a project with the shim installed ------------------------------------------------------------
 
 
-class Serve:
-    """A running `opencode serve --port N` for one project, driven over HTTP with httpx."""
+def start_serve(bin: Path, port: int, log: Path, cwd: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """`opencode serve --port PORT` in `cwd`, its output in `log`."""
+    with log.open("wb") as out:
+        return subprocess.Popen(
+            [str(bin), "serve", "--port", str(port), "--hostname", "127.0.0.1"]
+            + (["--print-logs"] if PRINT_LOGS else []),
+            cwd=cwd,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
 
-    def __init__(self, project: Project, proc: subprocess.Popen[bytes], port: int, log: Path) -> None:
+
+def wait_healthy(proc: subprocess.Popen[bytes], url: str, tail: Callable[[], str]) -> None:
+    def healthy() -> bool:
+        if proc.poll() is not None:
+            pytest.fail(f"opencode serve exited {proc.returncode}\n{tail()}")
+        try:  # short per-request timeouts: the first requests after start-up can hang
+            return httpx.get(f"{url}/global/health", timeout=2.0, verify=False).json().get("healthy") is True
+        except (httpx.HTTPError, ValueError):
+            return False
+
+    wait_for("opencode serve to answer /global/health", healthy, timeout=60, interval=0.2)
+
+
+class SharedOpencode:
+    """The worker's `opencode serve`, started on first use (again if it died) in a directory of its
+    own; each project reaches it with its own x-opencode-directory."""
+
+    def __init__(self, bin: Path, home: Path, base: Path) -> None:
+        self.bin = bin
+        self.home = home
+        self.base = base
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.port = 0
+        self.log = base / "serve.log"
+
+    def running(self) -> tuple[subprocess.Popen[bytes], int, Path]:
+        if self.proc is None or self.proc.poll() is not None:
+            self.port = free_port()
+            self.log = self.base / f"serve-{self.port}.log"
+            env = opencode_env(without_settings(), self.home, self.base)
+            self.proc = start_serve(self.bin, self.port, self.log, self.base, env)
+            log = self.log
+            wait_healthy(
+                self.proc, f"http://127.0.0.1:{self.port}", lambda: log.read_text(errors="replace")[-4000:]
+            )
+        return self.proc, self.port, self.log
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+@pytest.fixture(scope="session")
+def shared_opencode(
+    tmp_path_factory: pytest.TempPathFactory, oc_home: Path, opencode_bin: Path
+) -> Iterator[SharedOpencode]:
+    shared = SharedOpencode(opencode_bin, oc_home, tmp_path_factory.mktemp("shared-opencode"))
+    try:
+        yield shared
+    finally:
+        shared.close()
+
+
+class Serve:
+    """A running `opencode serve --port N` for one project, driven over HTTP with httpx. `shared`:
+    the server is the worker's (SharedOpencode), which this project uses as one directory among
+    others; stopping it disposes of the project's instance and leaves the server running."""
+
+    def __init__(
+        self, project: Project, proc: subprocess.Popen[bytes], port: int, log: Path, shared: bool = False
+    ) -> None:
         self.project = project
         self.proc = proc
         self.port = port
         self.log = log
+        self.shared = shared
+        self.stopped = False
         self.url = f"http://127.0.0.1:{port}"
         self.http = httpx.Client(
             base_url=self.url,
@@ -225,6 +308,18 @@ class Serve:
         result: list[dict[str, Any]] = self.request("GET", f"/session/{session}/message")
         return result
 
+    def quiet(self) -> None:
+        """Wait until the engine has done what opencode handed it and no session of the project is
+        busy: work of either that reaches the directory after its instance is disposed of makes
+        opencode create the instance again."""
+        self.project.settle()
+        wait_for(
+            "the project's sessions idle",
+            lambda: not self.http.get("/session/status", timeout=5).json(),
+            timeout=30,
+            interval=0.1,
+        )
+
     def tail(self, lines: int = 60) -> str:
         try:
             text = self.log.read_text(errors="replace")
@@ -233,6 +328,21 @@ class Serve:
         return "--- opencode serve log (tail) ---\n" + "\n".join(text.splitlines()[-lines:])
 
     def stop(self) -> None:
+        if self.stopped:
+            return
+        self.stopped = True
+        if self.shared:
+            # opencode disposes of the directory's instance: the shim says goodbye to its engine, as
+            # it does when a server of its own exits. Nothing may reach this directory afterwards:
+            # a request would load the shim again, and the shim starts an engine when none runs.
+            with contextlib.suppress(httpx.HTTPError):
+                self.quiet()
+                # opencode reads the directory's configuration again right after disposing of its
+                # instance, and a shim it loaded then would start the project's engine anew.
+                self.project.unplug()
+                self.http.post("/instance/dispose", timeout=30)
+            self.http.close()
+            return
         self.http.close()
         if self.proc.poll() is None:
             self.proc.terminate()
@@ -250,7 +360,9 @@ class Project:
     mock: MockLLM
     home: Path
     bin: Path
+    shared: SharedOpencode | None = None
     serves: list[Serve] = field(default_factory=list)
+    unplugged: str | None = None  # opencode.json as it was before unplug()
 
     # ---- opencode ----------------------------------------------------------------------------------
 
@@ -316,39 +428,35 @@ class Project:
         )
 
     @contextlib.contextmanager
-    def serve(self) -> Iterator[Serve]:
-        """`opencode serve --port N` in the project directory, healthy before it is yielded."""
-        port = free_port()
-        log = self.dir.parent / f"serve-{port}.log"
-        with log.open("wb") as out:
-            proc = subprocess.Popen(
-                [str(self.bin), "serve", "--port", str(port), "--hostname", "127.0.0.1"]
-                + (["--print-logs"] if PRINT_LOGS else []),
-                cwd=self.dir,
-                env=self.env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        server = Serve(self, proc, port, log)
+    def serve(self, own: bool = False) -> Iterator[Serve]:
+        """opencode's HTTP API for the project directory, healthy before it is yielded: the worker's
+        shared `opencode serve`, or with `own` one started in the project directory for this test."""
+        if self.unplugged is not None:
+            (self.dir / "opencode.json").write_text(self.unplugged)
+            self.unplugged = None
+        if self.shared is not None and not own:
+            proc, port, log = self.shared.running()
+            server = Serve(self, proc, port, log, shared=True)
+        else:
+            port = free_port()
+            log = self.dir.parent / f"serve-{port}.log"
+            proc = start_serve(self.bin, port, log, self.dir, self.env)
+            server = Serve(self, proc, port, log)
+            wait_healthy(proc, server.url, server.tail)
         self.serves.append(server)
-
-        def healthy() -> bool:
-            if proc.poll() is not None:
-                pytest.fail(f"opencode serve exited {proc.returncode}\n{server.tail()}")
-            try:  # short per-request timeouts: the first requests after start-up can hang
-                return (
-                    httpx.get(f"{server.url}/global/health", timeout=2.0, verify=False).json().get("healthy")
-                    is True
-                )
-            except (httpx.HTTPError, ValueError):
-                return False
-
         try:
-            wait_for("opencode serve to answer /global/health", healthy, timeout=60, interval=0.2)
             yield server
         finally:
             server.stop()
+
+    def unplug(self) -> None:
+        """Take the shim out of the project's opencode.json (serve() puts it back)."""
+        path = self.dir / "opencode.json"
+        text = path.read_text()
+        config = json.loads(text)
+        config.pop("plugin", None)
+        path.write_text(json.dumps(config, indent=2))
+        self.unplugged = text
 
     # ---- the engine and its workspace ---------------------------------------------------------------
 
@@ -426,7 +534,7 @@ class Project:
 
 @pytest.fixture
 def make_project(
-    tmp_path: Path, mock: MockLLM, oc_home: Path, opencode_bin: Path
+    tmp_path: Path, mock: MockLLM, oc_home: Path, opencode_bin: Path, shared_opencode: SharedOpencode
 ) -> Iterator[Callable[..., Project]]:
     """`make_project(config=None, name="project")`: `config` is merged into the project's opencode.json."""
     made: list[Project] = []
@@ -442,7 +550,7 @@ def make_project(
         )
         command = " ".join(EVOLVE)
         evolve_here("shim", "install", "--workspace", str(ws), "--project", str(proj), "--command", command)
-        project = Project(proj, ws, mock, oc_home, opencode_bin)
+        project = Project(proj, ws, mock, oc_home, opencode_bin, shared_opencode)
         made.append(project)
         return project
 

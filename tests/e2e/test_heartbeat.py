@@ -239,7 +239,7 @@ def test_fire_under_serve_then_unreachable_after_opencode_exits(project: Project
     After opencode exits, a fire is skipped because opencode cannot be reached; the engine keeps
     running and `evolve heartbeat status` still answers."""
     configure(project)  # the default interval (30 min): only manual ticks
-    with project.serve() as server:
+    with project.serve(own=True) as server:
         connect(project, server)
         fired = heartbeat_cli(project, "fire")
         assert fired["result"]["outcome"] == "ok", fired

@@ -130,7 +130,7 @@ def test_serve_notify_after_instance_dispose(project: Project) -> None:
             )
 
         wait_for("the notification in the first session", delivered, timeout=10)
-    assert project.engine_api("/v1/status")["opencode"], "the engine has no opencode connection"
+        assert project.engine_api("/v1/status")["opencode"], "the engine has no opencode connection"
 
 
 def test_serve_continue_after_compaction_goes_to_the_chat_agent(project: Project) -> None:

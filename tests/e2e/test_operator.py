@@ -80,7 +80,7 @@ def test_an_engine_restart_keeps_what_it_knew_of_sessions(project: Project) -> N
 
 
 def test_a_killed_opencode_is_not_connected_within_seconds(project: Project) -> None:
-    with project.serve() as server:
+    with project.serve(own=True) as server:
         sid = server.create_session("liveness")
         server.prompt(sid, "hello")
         wait_for("opencode connected", lambda: len(project.engine_api("/v1/status")["opencode"]) == 1)
