@@ -27,6 +27,7 @@ import json
 import os
 import shutil
 import subprocess
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -221,7 +222,11 @@ def wait_healthy(proc: subprocess.Popen[bytes], url: str, tail: Callable[[], str
 
 class SharedOpencode:
     """The worker's `opencode serve`, started on first use (again if it died) in a directory of its
-    own; each project reaches it with its own x-opencode-directory."""
+    own; each project reaches it with its own x-opencode-directory. It stops once no test has used
+    it for IDLE_STOP seconds: with a dozen instances it takes ~0.1 of a core while idle, and a
+    worker's e2e tests run before its other tests (SLOW_FIRST in tests/conftest.py)."""
+
+    IDLE_STOP = 15.0
 
     def __init__(self, bin: Path, home: Path, base: Path) -> None:
         self.bin = bin
@@ -230,27 +235,53 @@ class SharedOpencode:
         self.proc: subprocess.Popen[bytes] | None = None
         self.port = 0
         self.log = base / "serve.log"
+        self.lock = threading.Lock()
+        self.idle: threading.Timer | None = None
+        self.users = 0
 
     def running(self) -> tuple[subprocess.Popen[bytes], int, Path]:
-        if self.proc is None or self.proc.poll() is not None:
-            self.port = free_port()
-            self.log = self.base / f"serve-{self.port}.log"
-            env = opencode_env(without_settings(), self.home, self.base)
-            self.proc = start_serve(self.bin, self.port, self.log, self.base, env)
-            log = self.log
-            wait_healthy(
-                self.proc, f"http://127.0.0.1:{self.port}", lambda: log.read_text(errors="replace")[-4000:]
-            )
-        return self.proc, self.port, self.log
+        with self.lock:
+            if self.idle is not None:
+                self.idle.cancel()
+                self.idle = None
+            if self.proc is None or self.proc.poll() is not None:
+                self.port = free_port()
+                self.log = self.base / f"serve-{self.port}.log"
+                env = opencode_env(without_settings(), self.home, self.base)
+                self.proc = start_serve(self.bin, self.port, self.log, self.base, env)
+                log = self.log
+                wait_healthy(
+                    self.proc,
+                    f"http://127.0.0.1:{self.port}",
+                    lambda: log.read_text(errors="replace")[-4000:],
+                )
+            self.users += 1
+            return self.proc, self.port, self.log
 
-    def close(self) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+    def released(self) -> None:
+        """A test is done with the server: stop it unless another uses it within IDLE_STOP seconds."""
+        with self.lock:
+            self.users -= 1
+            if self.idle is not None:
+                self.idle.cancel()
+            self.idle = threading.Timer(self.IDLE_STOP, self.close, kwargs={"unless_used": True})
+            self.idle.daemon = True
+            self.idle.start()
+
+    def close(self, unless_used: bool = False) -> None:
+        with self.lock:
+            if unless_used and self.users > 0:
+                return
+            if self.idle is not None:
+                self.idle.cancel()
+                self.idle = None
+            if self.proc is not None and self.proc.poll() is None:
+                self.proc.terminate()
+                try:
+                    self.proc.wait(10)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait(10)
 
 
 @pytest.fixture(scope="session")
@@ -342,6 +373,8 @@ class Serve:
                 self.project.unplug()
                 self.http.post("/instance/dispose", timeout=30)
             self.http.close()
+            if self.project.shared is not None:
+                self.project.shared.released()
             return
         self.http.close()
         if self.proc.poll() is None:
