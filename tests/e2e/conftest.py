@@ -42,7 +42,7 @@ from evolve_demo.scripted_model import MockLLM, Request
 from tests.support.engine_process import announcement, stop_workspace_engine
 from tests.support.environment import EVOLVE, REPO, without_settings
 from tests.support.opencode import install_opencode, keep_seed, make_home, mock_provider, opencode_env
-from tests.support.processes import free_port
+from tests.support.processes import end, free_port
 from tests.support.waiting import wait_for
 
 RUN_TIMEOUT = float(os.environ.get("E2E_RUN_TIMEOUT", "120"))
@@ -208,10 +208,19 @@ def start_serve(bin: Path, port: int, log: Path, cwd: Path, env: dict[str, str])
         )
 
 
-def wait_healthy(proc: subprocess.Popen[bytes], url: str, tail: Callable[[], str]) -> None:
+def log_tail(log: Path, lines: int = 60) -> str:
+    """The last `lines` of an `opencode serve` log, headed, for a failure's message."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "--- opencode serve log (tail) ---\n" + "\n".join(text.splitlines()[-lines:])
+
+
+def wait_healthy(proc: subprocess.Popen[bytes], url: str, log: Path) -> None:
     def healthy() -> bool:
         if proc.poll() is not None:
-            pytest.fail(f"opencode serve exited {proc.returncode}\n{tail()}")
+            pytest.fail(f"opencode serve exited {proc.returncode}\n{log_tail(log)}")
         try:  # short per-request timeouts: the first requests after start-up can hang
             return httpx.get(f"{url}/global/health", timeout=2.0, verify=False).json().get("healthy") is True
         except (httpx.HTTPError, ValueError):
@@ -249,12 +258,7 @@ class SharedOpencode:
                 self.log = self.base / f"serve-{self.port}.log"
                 env = opencode_env(without_settings(), self.home, self.base)
                 self.proc = start_serve(self.bin, self.port, self.log, self.base, env)
-                log = self.log
-                wait_healthy(
-                    self.proc,
-                    f"http://127.0.0.1:{self.port}",
-                    lambda: log.read_text(errors="replace")[-4000:],
-                )
+                wait_healthy(self.proc, f"http://127.0.0.1:{self.port}", self.log)
             self.users += 1
             return self.proc, self.port, self.log
 
@@ -275,13 +279,8 @@ class SharedOpencode:
             if self.idle is not None:
                 self.idle.cancel()
                 self.idle = None
-            if self.proc is not None and self.proc.poll() is None:
-                self.proc.terminate()
-                try:
-                    self.proc.wait(10)
-                except subprocess.TimeoutExpired:
-                    self.proc.kill()
-                    self.proc.wait(10)
+            if self.proc is not None:
+                end(self.proc)
 
 
 @pytest.fixture(scope="session")
@@ -297,11 +296,16 @@ def shared_opencode(
 
 class Serve:
     """A running `opencode serve --port N` for one project, driven over HTTP with httpx. `shared`:
-    the server is the worker's (SharedOpencode), which this project uses as one directory among
-    others; stopping it disposes of the project's instance and leaves the server running."""
+    the worker's server (SharedOpencode), which this project uses as one directory among others;
+    stopping it disposes of the project's instance and leaves the server running."""
 
     def __init__(
-        self, project: Project, proc: subprocess.Popen[bytes], port: int, log: Path, shared: bool = False
+        self,
+        project: Project,
+        proc: subprocess.Popen[bytes],
+        port: int,
+        log: Path,
+        shared: SharedOpencode | None = None,
     ) -> None:
         self.project = project
         self.proc = proc
@@ -352,17 +356,13 @@ class Serve:
         )
 
     def tail(self, lines: int = 60) -> str:
-        try:
-            text = self.log.read_text(errors="replace")
-        except OSError:
-            return ""
-        return "--- opencode serve log (tail) ---\n" + "\n".join(text.splitlines()[-lines:])
+        return log_tail(self.log, lines)
 
     def stop(self) -> None:
         if self.stopped:
             return
         self.stopped = True
-        if self.shared:
+        if self.shared is not None:
             # opencode disposes of the directory's instance: the shim says goodbye to its engine, as
             # it does when a server of its own exits. Nothing may reach this directory afterwards:
             # a request would load the shim again, and the shim starts an engine when none runs.
@@ -373,17 +373,10 @@ class Serve:
                 self.project.unplug()
                 self.http.post("/instance/dispose", timeout=30)
             self.http.close()
-            if self.project.shared is not None:
-                self.project.shared.released()
+            self.shared.released()
             return
         self.http.close()
-        if self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
+        end(self.proc)
 
 
 @dataclass
@@ -469,13 +462,13 @@ class Project:
             self.unplugged = None
         if self.shared is not None and not own:
             proc, port, log = self.shared.running()
-            server = Serve(self, proc, port, log, shared=True)
+            server = Serve(self, proc, port, log, shared=self.shared)
         else:
             port = free_port()
             log = self.dir.parent / f"serve-{port}.log"
             proc = start_serve(self.bin, port, log, self.dir, self.env)
             server = Serve(self, proc, port, log)
-            wait_healthy(proc, server.url, server.tail)
+            wait_healthy(proc, server.url, log)
         self.serves.append(server)
         try:
             yield server

@@ -17,7 +17,7 @@ import httpx
 
 from engine.protocol.tlsverify import verify_for
 from tests.support.environment import EVOLVE, REPO, run_git
-from tests.support.processes import pid_alive, wait_gone
+from tests.support.processes import end, pid_alive, wait_gone
 
 if TYPE_CHECKING:
     from evolve_console.client import Target
@@ -144,12 +144,7 @@ class EngineProcess:
         with contextlib.suppress(subprocess.TimeoutExpired):
             proc.wait(wait)
             return
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(10)
+        end(proc)
 
     def kill(self) -> None:
         """SIGKILL: the engine dies as in a crash, without its shutdown."""

@@ -1,9 +1,10 @@
-"""Processes of a test: whether one still runs, waiting for some to end, and a free port for one."""
+"""Processes of a test: whether one still runs, waiting for some to end, ending one, and a free port for one."""
 
 from __future__ import annotations
 
 import os
 import socket
+import subprocess
 import time
 from pathlib import Path
 
@@ -34,6 +35,18 @@ def wait_gone(*pids: int, timeout: float = 5.0, interval: float = 0.02) -> bool:
             return False
         time.sleep(interval)
     return True
+
+
+def end(proc: subprocess.Popen[bytes] | subprocess.Popen[str], grace: float = 10.0) -> None:
+    """SIGTERM, and SIGKILL if `proc` has not exited within `grace` seconds; nothing if it has ended."""
+    if proc.poll() is not None:
+        return
+    proc.terminate()
+    try:
+        proc.wait(grace)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
 
 
 def free_port() -> int:
