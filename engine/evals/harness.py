@@ -35,6 +35,7 @@ from typing import Any
 import httpx
 
 from engine.changes.gitstore import GitStore
+from engine.core.threads import to_the_end
 from engine.evals import transcript
 from engine.evals.copies import VersionSpec, make_copy
 from engine.evals.expectations import check_all
@@ -171,7 +172,7 @@ class Instance:
     async def start(self, imports: list[Imported] | None = None) -> None:
         """Its engine, then its opencode (given `imports` before it starts), connected to each other."""
         started = time.perf_counter()
-        seeded = await asyncio.to_thread(self._prepare)
+        seeded = await to_the_end(self._prepare)
         self.timings["home_ms"] = _ms(started)
         started = time.perf_counter()
         await self._start_engine()
@@ -185,7 +186,7 @@ class Instance:
         await self._start_opencode()
         self.timings["opencode_start_ms"] = _ms(started)
         if not seeded:  # opencode installed its plugin dependencies here: keep them for next time
-            await asyncio.to_thread(opencode_setup.keep_seed, self.home)
+            await to_the_end(opencode_setup.keep_seed, self.home)
 
     def _prepare(self) -> bool:
         (self.base / "tmp").mkdir(parents=True, exist_ok=True)

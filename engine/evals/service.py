@@ -32,6 +32,7 @@ from typing import Any, Final
 from engine.changes.gitstore import GitStore
 from engine.core.jobs import Jobs
 from engine.core.slots import Slots
+from engine.core.threads import to_the_end
 from engine.evals import change as changes
 from engine.evals import compare
 from engine.evals.change import Change as Change  # what callers of the checks pass them
@@ -247,7 +248,7 @@ class Evals(Jobs[EvalRun]):
         after = instances[1]
         self.progress(record, "copying both versions", force=True)
         for instance in instances:
-            await asyncio.to_thread(instance.copy, self._git)
+            await to_the_end(instance.copy, self._git)
         picked = Picked()
         refused: list[ScenarioComparison] = []
         if turns:

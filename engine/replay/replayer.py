@@ -29,11 +29,12 @@ import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from engine.changes.errors import ChangeError
 from engine.changes.gitstore import GitStore
 from engine.core.jobs import Jobs
+from engine.core.threads import to_the_end
 from engine.hooks.groups import run_owner
 from engine.journal.store import Journal
 from engine.protocol.records import (
@@ -61,8 +62,6 @@ from engine.replay.inputs import (
 from engine.replay.version import ReplayError as ReplayError  # the error callers of the replayer catch
 from engine.replay.version import Version, materialize
 from engine.workspace.copies import new_copy_dir
-
-T = TypeVar("T")
 
 log = logging.getLogger("evolve.replay")
 
@@ -204,7 +203,7 @@ class Replayer(Jobs[ReplayResult]):
         self.progress(record, "copying the workspace", force=True)
         versions: list[Version] = []
         for name, overlay in (("before", change.before), ("again", change.before), ("after", change.after)):
-            copied = await _to_the_end(materialize, self._root, scratch / name, overlay)
+            copied = await to_the_end(materialize, self._root, scratch / name, overlay)
             if name != "again":
                 record.warnings += [f"the version {name}: not in its copy: {n}" for n in copied.notes()]
             versions.append(Version(scratch / name, self._env, self._slots, self._owner))
@@ -307,15 +306,3 @@ def _note(journal: Journal | None, compared: list[InputComparison]) -> str | Non
     if journal is None:
         return "this engine runs without a journal: no recorded inputs"
     return None if compared else "no recorded inputs in the journal"
-
-
-async def _to_the_end(func: Callable[..., T], *args: object) -> T:
-    """`func(*args)` in a thread, waited for to its end even when the task is cancelled meanwhile
-    (the cancel is raised after it): a copy of the workspace still being written when the replay's
-    scratch directory is removed would recreate part of it, left behind."""
-    done = asyncio.ensure_future(asyncio.to_thread(func, *args))
-    try:
-        return await asyncio.shield(done)
-    except asyncio.CancelledError:
-        await asyncio.wait({done})
-        raise
