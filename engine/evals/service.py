@@ -1,6 +1,7 @@
 """Behaviour checks of a change: the workspace's scenarios (or its last real turns, re-asked) run at the
-version before the change and after it, each version in a throwaway copy with its own engine and its
-own headless opencode (engine/evals/harness.py), and compared side by side (engine/evals/compare.py).
+version before the change and after it, each version in a throwaway copy with its own engine, both in
+one headless opencode (engine/evals/harness.py, engine/evals/server.py), and compared side by side
+(engine/evals/compare.py).
 
 A change is a commit (before: its first parent, after: the commit), a pending change (before: HEAD,
 after: HEAD with the held file) or a proposal of the agent's (the same, for a file it has not yet
@@ -8,7 +9,7 @@ proposed). The scenarios are those of the version after the change (a change to 
 by the scenario it leaves). Nothing of it touches the live workspace: not its files, not its history,
 not its journal, not its sessions.
 
-Bounded: one opencode per version at a time, whose runs follow each other (so that they do not see
+Bounded: one opencode per check, each version's runs one after the other (so that they do not see
 each other), the two versions side by side, each run holding a slot (one per core, shared by every
 eval of this engine), a timeout per run; cancelling ends every process an eval started and
 removes its directory. The last finished result of each change is kept in `state/evals/<sha or id>.json`;
@@ -21,11 +22,12 @@ change is to the checks: engine/evals/change.py; the review gate's use of them: 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import shutil
 import tempfile
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
@@ -38,9 +40,12 @@ from engine.evals import compare
 from engine.evals.change import Change as Change  # what callers of the checks pass them
 from engine.evals.change import EvalError as EvalError  # the error callers of the checks catch
 from engine.evals.copies import CopyError
-from engine.evals.harness import HarnessError, Instance, Setup
+from engine.evals.harness import Instance
+from engine.evals.processes import HarnessError, together
 from engine.evals.project import ProjectError, agent_settings, eval_config
 from engine.evals.scenarios import Scenario, load_scenarios
+from engine.evals.server import OpencodeServer
+from engine.evals.setup import Setup
 from engine.evals.turns import Fetch, Picked, Turn, pick
 from engine.opencode import setup as opencode_setup
 from engine.protocol.records import (
@@ -205,16 +210,18 @@ class Evals(Jobs[EvalRun]):
         started = time.perf_counter()
         scratch = Path(tempfile.mkdtemp(prefix="evolve-eval-"))
         instances: list[Instance] = []
+        server: OpencodeServer | None = None
         # The run says it has ended only once its processes are gone and its directory removed.
         state, error = "failed", None
         try:
             setup = self._setup(project)
             record.model = str(setup.config.get("model") or "") or None
+            server = OpencodeServer(scratch, setup)
             instances = [
                 Instance("before", scratch / "before", change.before, setup),
                 Instance("after", scratch / "after", change.after, setup),
             ]
-            record.scenarios = await self._compare(record, change, names, turns, instances)
+            record.scenarios = await self._compare(record, change, names, turns, instances, server)
             state = "done"
         except asyncio.CancelledError:
             state = "cancelled"
@@ -226,8 +233,15 @@ class Evals(Jobs[EvalRun]):
         finally:
             self.progress(record, "stopping opencode and the copies' engines", force=True)
             try:
+                if server is not None:  # opencode first: each plugin says goodbye to its engine
+                    with contextlib.suppress(Exception):
+                        await server.stop()
                 await asyncio.gather(*(i.stop() for i in instances), return_exceptions=True)
             finally:
+                if server is not None:
+                    server.kill()
+                    if server.timings:
+                        record.timings["opencode"] = dict(server.timings)
                 for instance in instances:
                     instance.kill()
                     record.timings[instance.name] = dict(instance.timings)
@@ -244,6 +258,7 @@ class Evals(Jobs[EvalRun]):
         names: list[str] | None,
         turns: int | None,
         instances: list[Instance],
+        server: OpencodeServer,
     ) -> list[ScenarioComparison]:
         after = instances[1]
         self.progress(record, "copying both versions", force=True)
@@ -279,8 +294,17 @@ class Evals(Jobs[EvalRun]):
         if not runnable:
             return refused
         record.total = len(runnable) * record.repeat * 2
-        self.progress(record, "starting opencode for both versions", force=True)
-        await asyncio.gather(*(i.start(picked.imports) for i in instances))
+        self.progress(record, "starting opencode and both versions' engines", force=True)
+        if picked.imports:  # into each version's directory, before opencode starts
+            await together(server.prepare(), *(i.start() for i in instances))
+            for shift, instance in enumerate(instances):  # one after the other: one database
+                for item in picked.imports:
+                    instance.ids.update(await server.give(instance.project, instance.name, shift, item))
+            await server.start()
+        else:
+            await together(_then(server.prepare, server.start), *(i.start() for i in instances))
+        await together(*(i.connect(server) for i in instances))
+        await server.loaded()
         timeout = self._config().evals_timeout_ms / 1000
 
         async def one(instance: Instance, scenario: Scenario, turn: Turn | None, attempt: int) -> ScenarioRun:
@@ -331,3 +355,9 @@ class Evals(Jobs[EvalRun]):
         except Exception as exc:  # that opencode is gone or refuses: the turn is asked alone
             log.info("the conversation of %s is not available: %s", info.id, exc)
             return None
+
+
+async def _then(*steps: Callable[[], Awaitable[None]]) -> None:
+    """`steps` one after the other (one branch of `together`)."""
+    for step in steps:
+        await step()

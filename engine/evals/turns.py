@@ -15,8 +15,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from engine.evals.harness import Imported
 from engine.evals.scenarios import OUTSIDE_TOOLS, Scenario
+from engine.evals.setup import Imported
 from engine.protocol.records import SessionInfo
 
 Conversation = tuple[dict[str, Any], list[dict[str, Any]]]  # opencode's session info and its messages

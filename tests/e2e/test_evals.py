@@ -225,6 +225,9 @@ def test_the_last_turns_are_re_asked_with_their_conversation(project: Project) -
         r for r in project.mock.main_requests()[sent:] if r.last_user_text() == "How many notes do I have?"
     ]
     assert asked and all(r.user_texts()[:1] == ["Add a note: book the dentist."] for r in asked)
+    # Both versions ran in one opencode, each in its own directory: its own plugin, prompt and engine.
+    assert {any(story.KEEP_RULE in part for part in r.system) for r in asked} == {False, True}
+    assert all(run["hooks"] for run in count["runs"]), count["runs"]
 
 
 def test_ctrl_c_stops_every_process_the_checks_started_and_leaves_no_copy(project: Project) -> None:

@@ -158,7 +158,8 @@ class EvalRun(Record):
     started_at: float = 0.0
     finished_at: float | None = None
     duration_ms: float = 0.0
-    # Where the time went, per version: copy_ms, engine_start_ms, opencode_start_ms, runs_ms, stop_ms
+    # Where the time went: per version (before, after) copy_ms, engine_start_ms, connect_ms, stop_ms;
+    # for the opencode both share ("opencode") home_ms, import_ms, start_ms, stop_ms
     timings: dict[str, dict[str, float]] = field(default_factory=dict)
     done: int = 0  # runs finished so far (scenarios x repeat x 2 versions)
     total: int = 0

@@ -1,5 +1,5 @@
-"""What a version's opencode is given (engine/evals/project.py) and which real turns are re-asked
-(engine/evals/turns.py), on plain data."""
+"""What a version's opencode is given (engine/evals/project.py, a conversation's identifiers in
+engine/evals/server.py) and which real turns are re-asked (engine/evals/turns.py), on plain data."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from engine.evals.project import PERMISSIONS, ProjectError, agent_settings, eval_config
+from engine.evals.server import as_version
 from engine.evals.turns import pick, turns_of
 from engine.protocol.records import SessionInfo
 
@@ -162,3 +163,45 @@ def test_pick_takes_the_newest_turns_of_the_sessions_reached_and_what_to_give_op
     ]
     empty = asyncio.run(pick([], 2, fetch, lambda sid: []))
     assert empty.turns == [] and "no user turn to re-ask" in empty.warnings[0]
+
+
+def test_a_conversation_imported_for_the_second_version_has_identifiers_of_its_own() -> None:
+    ses, user, answer = (
+        "ses_dde9f1e43ffeeMKhwBji7iICv5",
+        "msg_22160e1f10015V5YpYbPH7uh5z",
+        "msg_22160e4ed001qRvBZd8YJxrb2E",
+    )
+    export = {
+        "info": {"id": ses, "title": "errands", "directory": "/agent/project"},
+        "messages": [
+            {
+                "info": {"id": user, "sessionID": ses, "role": "user"},
+                "parts": [
+                    {"id": "prt_22160e1fa001E1n4anuoDTLxM6", "sessionID": ses, "messageID": user, "text": ses}
+                ],
+            },
+            {"info": {"id": answer, "sessionID": ses, "parentID": user, "role": "assistant"}, "parts": []},
+        ],
+    }
+    same, none = as_version(export, 0)
+    assert same == export and none == {}
+
+    mine, renamed = as_version(export, 1)
+    assert renamed == {
+        ses: "ses_dde9f1e43ffeeMKhwBji7iICv6",
+        user: "msg_22160e1f10015V5YpYbPH7uh50",  # the alphabet wraps: z, then 0
+        answer: "msg_22160e4ed001qRvBZd8YJxrb2F",
+        "prt_22160e1fa001E1n4anuoDTLxM6": "prt_22160e1fa001E1n4anuoDTLxM7",
+    }
+    first, second = mine["messages"]
+    assert mine["info"] == {"id": renamed[ses], "title": "errands", "directory": "/agent/project"}
+    assert first["info"]["sessionID"] == renamed[ses] and second["info"]["parentID"] == renamed[user]
+    part = first["parts"][0]
+    assert (part["id"], part["sessionID"], part["messageID"]) == (
+        "prt_22160e1fa001E1n4anuoDTLxM7",
+        renamed[ses],
+        renamed[user],
+    )
+    assert part["text"] == renamed[ses]  # any value that is exactly an identifier: opencode's own links
+    assert sorted(renamed.values()) == [renamed[k] for k in sorted(renamed)]  # their order is kept
+    assert export["info"]["id"] == ses  # the recorded conversation itself is left as it was
