@@ -99,7 +99,10 @@ class GitStore(GitReads):
     def dirty_files(self) -> list[str]:
         """Paths with uncommitted changes, untracked files included (state/ excluded)."""
         with self._lock:
-            out = self._git("status", "--porcelain", "-z", "--untracked-files=all")
+            # Without the optional lock: `git status` would otherwise take .git/index.lock to write
+            # back what it refreshed, and a git command of the user's in the workspace at that moment
+            # (a `git mv`, a commit) would fail with "index.lock: File exists".
+            out = self._git("--no-optional-locks", "status", "--porcelain", "-z", "--untracked-files=all")
         return uncommitted(out)
 
     def snapshot(self) -> dict[str, str]:

@@ -89,6 +89,22 @@ def test_state_is_excluded_and_never_committed(tmp_path: Path) -> None:
     assert not (ws / ".gitignore").exists()
 
 
+def test_looking_for_changes_never_takes_the_index_lock_from_the_users_git(tmp_path: Path) -> None:
+    """`git status` writes back the stat data it refreshed, under .git/index.lock, unless told not
+    to: a `git mv` of the user's at that moment would fail. The engine's look leaves the index alone."""
+    ws = make_ws(tmp_path, FILES)
+    store = GitStore(ws)
+    store.ensure()
+    chat = ws / "prompts" / "chat.md"
+    os.utime(chat, (time.time() + 5, time.time() + 5))  # the same content, newer: a refresh to write
+    index = ws / ".git" / "index"
+    before = (index.stat().st_ino, index.stat().st_mtime_ns)
+    assert store.dirty_files() == []
+    assert (index.stat().st_ino, index.stat().st_mtime_ns) == before
+    git(ws, "status", "--porcelain")  # plain git does write it: the check above could fail
+    assert (index.stat().st_ino, index.stat().st_mtime_ns) != before
+
+
 def test_ensure_is_idempotent(tmp_path: Path) -> None:
     ws = make_ws(tmp_path, FILES)
     GitStore(ws).ensure()
