@@ -36,7 +36,10 @@ _OWN_RUN = RUN_VARIABLE not in os.environ
 if _OWN_RUN:
     os.environ[RUN_VARIABLE] = tempfile.mkdtemp(prefix="evolve-tests-")
 RUN_DIR = Path(os.environ[RUN_VARIABLE])
-sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"] = str(RUN_DIR / "pycache")
+# scripts/test.sh gives its passes one directory for them (EVOLVE_TESTS_PYCACHE): the second pass, and
+# the first one's workers after a collection beside mypy, then start with everything compiled.
+PYCACHE = os.environ.get("EVOLVE_TESTS_PYCACHE") or str(RUN_DIR / "pycache")
+sys.pycache_prefix = os.environ["PYTHONPYCACHEPREFIX"] = PYCACHE
 # Compiled modules are written there, whatever the environment says: with PYTHONDONTWRITEBYTECODE (or
 # `python -B`) and a prefix, every process the run starts (the workers, each engine, console and
 # command) would compile all it imports, its libraries too, anew: 1.8 s of CPU for an engine instead of
