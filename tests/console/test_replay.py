@@ -20,6 +20,7 @@ from evolve_console.replay import ReplayScreen, render_diff, report
 from tests.console.conftest import StartEngine, select_row, wait_until, write_hook
 from tests.console.test_actions import drive, edit_prompt, errors_shown, table
 from tests.support.engine_process import EngineProcess
+from tests.support.waiting import wait_for
 
 FAST_HOOK = (
     f"#!{sys.executable}\n"
@@ -148,6 +149,14 @@ def test_a_pending_change_is_replayed_when_held_and_a_replay_can_be_cancelled(
     out = edit_prompt(engine, "Answer plainly", "Answer tersely", origin="tool", session="ses_agent")
     assert "awaits review" in out["output"], out
     [pending] = [p["id"] for p in engine.get("/v1/changes")["pending"]]
+
+    def replayed() -> bool:
+        found = engine.request("GET", f"/v1/pending/{pending}/replay", check=False)
+        return found.status_code == 200 and found.json().get("state") == "done"
+
+    # The engine replays the held change by itself; the slow hook below comes after that replay (on a
+    # busy machine it could otherwise start late, with the slow hook already in the workspace).
+    wait_for("the held change's own replay", replayed, timeout=60)
     # A slow hook, installed by the operator (not held): its replay takes a minute unless cancelled.
     engine.call_tool("evolve_hook_write", {"hook": "clock.py", "content": SLOW_HOOK}, origin="operator")
     slow = engine.head()
